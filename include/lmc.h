@@ -1,0 +1,270 @@
+/*
+ * lmc.h - the one public header of liblmc, the Language Model Compressor.
+ *
+ * liblmc losslessly compresses LLM checkpoints, whole or as an XOR delta
+ * against a reference checkpoint (the previous one in a training run).
+ * The scheme follows arXiv 2505.09810 (LMC): byte grouping by dtype width,
+ * then a run-length + canonical Huffman code rebuilt for every 64 KiB block.
+ * The frame format is specified in doc/format.md.
+ *
+ * Conventions (zstd school):
+ *  - Functions that return size_t return a size or an error code; test it
+ *    with lmc_is_error() and name it with lmc_error_name().
+ *  - Contexts are reusable, owned by one thread at a time, and freed with the
+ *    matching _free() (which accepts NULL).
+ *  - The library never prints and never exits.
+ *  - Reference buffers passed to a context are borrowed, not copied: they
+ *    must stay valid until the context is reset, re-referenced or freed.
+ */
+#ifndef LMC_H
+#define LMC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && (__GNUC__ >= 4)
+#  define LMC_API __attribute__((visibility("default")))
+#else
+#  define LMC_API
+#endif
+
+#define LMC_VERSION_MAJOR 0
+#define LMC_VERSION_MINOR 1
+#define LMC_VERSION_PATCH 0
+#define LMC_VERSION_NUMBER (LMC_VERSION_MAJOR * 10000 + LMC_VERSION_MINOR * 100 + LMC_VERSION_PATCH)
+#define LMC_VERSION_STRING "0.1.0"
+
+/* Version of the frame format written by this library (doc/format.md). */
+#define LMC_FORMAT_VERSION 1
+
+LMC_API unsigned lmc_version_number(void);
+LMC_API const char* lmc_version_string(void);
+
+/*-**************************************************************
+ * Errors
+ * Values are stable: they are never renumbered, only appended.
+ ****************************************************************/
+typedef enum {
+    LMC_OK                = 0,
+    LMC_ERR_GENERIC       = 1,
+    LMC_ERR_PARAM         = 2,  /* invalid argument or parameter value */
+    LMC_ERR_MEMORY        = 3,  /* allocation failed */
+    LMC_ERR_DST_TOO_SMALL = 4,  /* destination buffer is too small */
+    LMC_ERR_STAGE         = 5,  /* call out of sequence */
+    LMC_ERR_THREAD        = 6,  /* could not start worker threads */
+    LMC_ERR_NOT_LMC       = 10, /* unknown magic number: not an lmc frame */
+    LMC_ERR_VERSION       = 11, /* frame written by a newer, unsupported format version */
+    LMC_ERR_HEADER        = 12, /* frame header corrupt (checksum or reserved bits) */
+    LMC_ERR_TRUNCATED     = 13, /* input ends before the frame does */
+    LMC_ERR_CORRUPT       = 14, /* malformed chunk, piece, block or table */
+    LMC_ERR_CHECKSUM      = 15, /* a checksum does not match: data corrupted */
+    LMC_ERR_TRAILING      = 16, /* bytes after the end of the frame */
+    LMC_ERR_LIMIT         = 17, /* a declared size exceeds the format's limits */
+    LMC_ERR_REF_REQUIRED  = 20, /* frame is a delta: a reference is needed */
+    LMC_ERR_REF_WRONG     = 21, /* given reference differs (size or hash) from the one encoded */
+    LMC_ERR_SIZE_MISMATCH = 22, /* content size differs from the declared or pledged one */
+    LMC_ERR_CODER         = 23, /* unknown block coder id (written by a newer lmc?) */
+    LMC_ERR_MAX_CODE      = 120
+} lmc_error;
+
+/* 1 if `code` (a size_t returned by this library) is an error. */
+LMC_API unsigned lmc_is_error(size_t code);
+/* The lmc_error inside `code`, or LMC_OK if it is not an error. */
+LMC_API lmc_error lmc_get_error(size_t code);
+/* A short English description of the error inside `code`. Never NULL. */
+LMC_API const char* lmc_error_name(size_t code);
+/* Stable identifier, e.g. "checksum" for LMC_ERR_CHECKSUM. Never NULL. */
+LMC_API const char* lmc_error_id(lmc_error err);
+
+/*-**************************************************************
+ * Data types and containers
+ ****************************************************************/
+typedef enum {          /* values are stored in frames: stable */
+    LMC_DTYPE_BYTES = 0, /* unknown / opaque bytes */
+    LMC_DTYPE_BF16  = 1,
+    LMC_DTYPE_F16   = 2,
+    LMC_DTYPE_F32   = 3,
+    LMC_DTYPE_F64   = 4,
+    LMC_DTYPE_I8    = 5,
+    LMC_DTYPE_U8    = 6,
+    LMC_DTYPE_I16   = 7,
+    LMC_DTYPE_U16   = 8,
+    LMC_DTYPE_I32   = 9,
+    LMC_DTYPE_U32   = 10,
+    LMC_DTYPE_I64   = 11,
+    LMC_DTYPE_U64   = 12,
+    LMC_DTYPE_BOOL  = 13,
+    LMC_DTYPE_F8_E4M3 = 14,
+    LMC_DTYPE_F8_E5M2 = 15,
+    LMC_DTYPE_COUNT = 16
+} lmc_dtype;
+
+/* Width in bytes of one value of `dt` (1 for BYTES and unknown values). */
+LMC_API unsigned lmc_dtype_width(lmc_dtype dt);
+/* Lower-case name ("bf16", "f32", "bytes", ...). Never NULL. */
+LMC_API const char* lmc_dtype_name(lmc_dtype dt);
+/* Parses "bf16", "f16", "f32", "f64", "u8", ... (case-insensitive). Returns -1 if unknown. */
+LMC_API int lmc_dtype_from_name(const char* name);
+
+typedef enum {           /* values are stored in frames: stable */
+    LMC_FORMAT_AUTO        = 0, /* compression parameter only: detect */
+    LMC_FORMAT_GENERIC     = 1, /* opaque bytes, width 1 */
+    LMC_FORMAT_RAW         = 2, /* a dump of values of one dtype (LMC_P_DTYPE) */
+    LMC_FORMAT_SAFETENSORS = 3,
+    LMC_FORMAT_TORCH_ZIP   = 4  /* reserved for torch.save archives */
+} lmc_format;
+
+LMC_API const char* lmc_format_name(lmc_format f);
+
+/*-**************************************************************
+ * Checksums
+ ****************************************************************/
+/* The 64-bit content hash used by frames (XXH3-64, seed 0) of `size` bytes. */
+LMC_API uint64_t lmc_hash64(const void* data, size_t size);
+
+/*-**************************************************************
+ * Compression
+ ****************************************************************/
+typedef struct lmc_cctx_s lmc_cctx;
+
+LMC_API lmc_cctx* lmc_cctx_create(void);
+LMC_API void      lmc_cctx_free(lmc_cctx* cctx);
+
+typedef enum {
+    LMC_P_FORMAT       = 1, /* lmc_format; default AUTO */
+    LMC_P_DTYPE        = 2, /* lmc_dtype for LMC_FORMAT_RAW; default BYTES */
+    LMC_P_THREADS      = 3, /* worker threads, >= 1; default 1. Output is identical for every value. */
+    LMC_P_CHUNK_LOG    = 4, /* log2 of the nominal chunk size, 20..26; default 21 (2 MiB) */
+    LMC_P_LAYOUT       = 5, /* 0 auto (default), 1 force byte-grouped, 2 force sign-rotated */
+    LMC_P_CONTENT_SIZE = 6, /* streaming: pledged total input size, or -1 (default) if unknown */
+    LMC_P_CODERS       = 7  /* bit mask of allowed block coders (1<<coder id); default all. Testing aid. */
+} lmc_cparam;
+
+/* Sets a parameter. Takes effect at the next frame. Returns 0 or an error. */
+LMC_API size_t lmc_cctx_set_param(lmc_cctx* cctx, lmc_cparam p, long long value);
+
+/* Makes the next frames deltas against `ref` (NULL/0 to clear). The buffer is
+ * borrowed. Its hash is computed here (one pass) unless lmc_cctx_set_ref_hashed
+ * is used with a hash the caller already knows (e.g. from a previous frame). */
+LMC_API size_t lmc_cctx_set_ref(lmc_cctx* cctx, const void* ref, size_t refSize);
+LMC_API size_t lmc_cctx_set_ref_hashed(lmc_cctx* cctx, const void* ref, size_t refSize, uint64_t refHash);
+
+/* Worst-case compressed size of `srcSize` bytes, for any parameters. */
+LMC_API size_t lmc_compress_bound(size_t srcSize);
+
+/* Compresses src into one complete frame. Returns the frame size or an error. */
+LMC_API size_t lmc_compress(lmc_cctx* cctx, void* dst, size_t dstCapacity,
+                            const void* src, size_t srcSize);
+
+/*-**************************************************************
+ * Streaming
+ ****************************************************************/
+typedef struct { const void* src; size_t size; size_t pos; } lmc_inbuf;
+typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
+
+/* Consumes input and produces output, advancing in->pos and out->pos.
+ * Call with end=0 while more input will follow, then with end=1 until it
+ * returns 0. Returns 0 when the frame is complete and fully flushed; a
+ * positive number while work remains (a hint: bytes waiting to be flushed,
+ * or input wanted); or an error. Memory is bounded by the chunk size and the
+ * thread count, whatever the input size. After 0 or an error, the next call
+ * starts a new frame with the same parameters and reference. */
+LMC_API size_t lmc_compress_stream(lmc_cctx* cctx, lmc_outbuf* out, lmc_inbuf* in, int end);
+
+/* Abandons any frame in progress. Parameters and reference are kept. */
+LMC_API void lmc_cctx_reset(lmc_cctx* cctx);
+
+/* Statistics of the last frame produced by this context (see lmc_frame_stats). */
+typedef struct lmc_frame_stats_s lmc_frame_stats;
+
+/*-**************************************************************
+ * Decompression
+ ****************************************************************/
+typedef struct lmc_dctx_s lmc_dctx;
+
+LMC_API lmc_dctx* lmc_dctx_create(void);
+LMC_API void      lmc_dctx_free(lmc_dctx* dctx);
+
+typedef enum {
+    LMC_D_THREADS = 1,   /* worker threads, >= 1; default 1 */
+    LMC_D_MAX_CHUNK_LOG = 2 /* refuse frames whose chunks exceed 2^value bytes; default 26 */
+} lmc_dparam;
+LMC_API size_t lmc_dctx_set_param(lmc_dctx* dctx, lmc_dparam p, long long value);
+
+/* The reference for delta frames (borrowed). Checked against the frame's
+ * recorded size and hash before any output is produced. */
+LMC_API size_t lmc_dctx_set_ref(lmc_dctx* dctx, const void* ref, size_t refSize);
+LMC_API size_t lmc_dctx_set_ref_hashed(lmc_dctx* dctx, const void* ref, size_t refSize, uint64_t refHash);
+
+/* Decompresses one whole frame. Returns the content size or an error. */
+LMC_API size_t lmc_decompress(lmc_dctx* dctx, void* dst, size_t dstCapacity,
+                              const void* src, size_t srcSize);
+
+/* Streaming decompression. Returns 0 when a whole frame has been decoded,
+ * verified and flushed; a positive hint while more input is expected or
+ * output is waiting; or an error. Bytes after the frame's end are an error
+ * (LMC_ERR_TRAILING). */
+LMC_API size_t lmc_decompress_stream(lmc_dctx* dctx, lmc_outbuf* out, lmc_inbuf* in);
+LMC_API void   lmc_dctx_reset(lmc_dctx* dctx);
+
+/*-**************************************************************
+ * Frame inspection
+ ****************************************************************/
+#define LMC_FRAME_HEADER_SIZE 40
+
+typedef struct {
+    unsigned   version;
+    lmc_format container;
+    lmc_dtype  dtype;            /* for LMC_FORMAT_RAW */
+    unsigned   chunk_log;
+    int        has_ref;
+    uint64_t   ref_size;
+    uint64_t   ref_hash;
+    int        content_size_known;
+    uint64_t   content_size;
+} lmc_frame_header;
+
+/* Parses the frame header at the start of src. Returns LMC_FRAME_HEADER_SIZE or an error. */
+LMC_API size_t lmc_get_frame_header(lmc_frame_header* h, const void* src, size_t srcSize);
+
+/* Block coder ids (stored in every block header: stable). */
+typedef enum {
+    LMC_CODER_RAW     = 0,
+    LMC_CODER_CONST   = 1,
+    LMC_CODER_HUF     = 2,
+    LMC_CODER_RLE_HUF = 3,
+    LMC_CODER_COUNT   = 8   /* room for future coders in statistics arrays */
+} lmc_coder;
+LMC_API const char* lmc_coder_name(unsigned coder);
+
+struct lmc_frame_stats_s {
+    lmc_frame_header header;
+    uint64_t content_size;
+    uint64_t frame_size;
+    uint64_t content_hash;
+    uint64_t chunks;
+    uint64_t pieces;
+    uint64_t pieces_xor;             /* pieces coded as a delta against the reference */
+    uint64_t pieces_rotated;         /* pieces using the sign-rotated (exponent-aligned) layout */
+    uint64_t blocks[LMC_CODER_COUNT];     /* block count per coder */
+    uint64_t block_in[LMC_CODER_COUNT];   /* stream bytes covered, per coder */
+    uint64_t block_out[LMC_CODER_COUNT];  /* coded bytes (headers included), per coder */
+    uint64_t dtype_in[LMC_DTYPE_COUNT];   /* content bytes per dtype */
+    uint64_t dtype_out[LMC_DTYPE_COUNT];  /* coded bytes per dtype */
+};
+
+/* Walks a whole frame without decoding values: checks structure and the
+ * compressed-payload checksums, and fills `st`. Returns the frame size or an error. */
+LMC_API size_t lmc_frame_stats_get(lmc_frame_stats* st, const void* src, size_t srcSize);
+
+/* Statistics of the last frame completed by `cctx`. Returns 0 or LMC_ERR_STAGE. */
+LMC_API size_t lmc_cctx_last_stats(const lmc_cctx* cctx, lmc_frame_stats* st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LMC_H */
