@@ -369,12 +369,12 @@ def main(argv=None):
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    ap.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     ap.add_argument("--warmup", type=int, default=50, help="linear warmup steps")
     ap.add_argument("--wd", type=float, default=0.1, help="AdamW weight decay")
     ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--threads", type=int, default=min(4, os.cpu_count() or 1),
-                    help="torch intra-op threads")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads (1 is fastest for tiny models; try 2-4 for d_model>=256)")
     ap.add_argument("--corpus-mb", type=float, default=12.0,
                     help="max corpus size in MiB (split evenly over the roots)")
     ap.add_argument("--file-kb", type=int, default=256,

@@ -1,0 +1,41 @@
+# lmc - build, test, demo. `make` leaves ./lmc and liblmc.{a,so} in the repository root.
+CC      ?= gcc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wvla
+CPPFLAGS += -Iinclude -Ilib/common -Ilib/encode -Ilib/decode -Ilib/container -Ilib
+LDLIBS  := -ljansson -lpthread -lm
+PREFIX  ?= /usr/local
+
+LIB_SRC := $(wildcard lib/common/*.c lib/encode/*.c lib/decode/*.c lib/container/*.c lib/store/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=build/%.o)
+LIB_PIC := $(LIB_SRC:%.c=build/pic/%.o)
+CLI_SRC := $(wildcard programs/*.c)
+
+.PHONY: all lib clean test test-unit test-cli demo bench fuzz install deps asan
+
+all: lmc liblmc.so
+
+lib: liblmc.a liblmc.so
+
+build/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fvisibility=hidden -MMD -MP -c $< -o $@
+
+build/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fvisibility=hidden -fPIC -MMD -MP -c $< -o $@
+
+liblmc.a: $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+liblmc.so: $(LIB_PIC)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+lmc: $(CLI_SRC) liblmc.a include/lmc.h
+	$(CC) $(CFLAGS) $(WARN) -Iinclude $(CLI_SRC) liblmc.a $(LDLIBS) -o $@
+
+clean:
+	rm -rf build lmc liblmc.a liblmc.so tests/*.bin
+
+-include $(LIB_OBJ:.o=.d) $(LIB_PIC:.o=.d)

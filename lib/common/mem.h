@@ -1,0 +1,65 @@
+/* mem.h - little-endian access and small helpers shared by encoder and decoder. */
+#ifndef LMC_MEM_H
+#define LMC_MEM_H
+
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#  define LMC_LIKELY(x)   __builtin_expect(!!(x), 1)
+#  define LMC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#  define LMC_FORCE_INLINE static inline __attribute__((always_inline))
+#else
+#  define LMC_LIKELY(x)   (x)
+#  define LMC_UNLIKELY(x) (x)
+#  define LMC_FORCE_INLINE static inline
+#endif
+
+/* The format is little-endian; memcpy keeps unaligned access defined and compiles to one move. */
+#if defined(__BYTE_ORDER__) && (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
+#  define LMC_BIG_ENDIAN 1
+#else
+#  define LMC_BIG_ENDIAN 0
+#endif
+
+LMC_FORCE_INLINE uint16_t lmc_rd16(const void* p) { uint16_t v; memcpy(&v, p, 2);
+#if LMC_BIG_ENDIAN
+    v = __builtin_bswap16(v);
+#endif
+    return v; }
+LMC_FORCE_INLINE uint32_t lmc_rd32(const void* p) { uint32_t v; memcpy(&v, p, 4);
+#if LMC_BIG_ENDIAN
+    v = __builtin_bswap32(v);
+#endif
+    return v; }
+LMC_FORCE_INLINE uint64_t lmc_rd64(const void* p) { uint64_t v; memcpy(&v, p, 8);
+#if LMC_BIG_ENDIAN
+    v = __builtin_bswap64(v);
+#endif
+    return v; }
+LMC_FORCE_INLINE uint32_t lmc_rd24(const void* p) {
+    const uint8_t* b = (const uint8_t*)p;
+    return (uint32_t)b[0] | ((uint32_t)b[1] << 8) | ((uint32_t)b[2] << 16); }
+
+LMC_FORCE_INLINE void lmc_wr16(void* p, uint16_t v) {
+#if LMC_BIG_ENDIAN
+    v = __builtin_bswap16(v);
+#endif
+    memcpy(p, &v, 2); }
+LMC_FORCE_INLINE void lmc_wr32(void* p, uint32_t v) {
+#if LMC_BIG_ENDIAN
+    v = __builtin_bswap32(v);
+#endif
+    memcpy(p, &v, 4); }
+LMC_FORCE_INLINE void lmc_wr64(void* p, uint64_t v) {
+#if LMC_BIG_ENDIAN
+    v = __builtin_bswap64(v);
+#endif
+    memcpy(p, &v, 8); }
+LMC_FORCE_INLINE void lmc_wr24(void* p, uint32_t v) {
+    uint8_t* b = (uint8_t*)p; b[0] = (uint8_t)v; b[1] = (uint8_t)(v >> 8); b[2] = (uint8_t)(v >> 16); }
+
+#define LMC_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define LMC_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#endif

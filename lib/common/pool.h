@@ -1,0 +1,18 @@
+/* pool.h - a minimal fork-join thread pool: run fn(arg, i) for i in [0, count). */
+#ifndef LMC_POOL_H
+#define LMC_POOL_H
+
+#include <stddef.h>
+
+typedef struct lmc_pool_s lmc_pool;
+typedef void (*lmc_job_fn)(void* arg, size_t index);
+
+/* threads includes the calling thread: threads == 1 starts no worker. NULL on failure. */
+lmc_pool* lmc_pool_create(unsigned threads);
+void      lmc_pool_free(lmc_pool* pool);
+unsigned  lmc_pool_threads(const lmc_pool* pool);
+/* Blocks until every index has run. Indices are handed out in increasing order,
+ * so early jobs finish first; the caller thread works too. pool may be NULL (serial). */
+void      lmc_pool_run(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count);
+
+#endif

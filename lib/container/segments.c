@@ -1,0 +1,127 @@
+/* segments.c - container -> segment list. Decoders never see this: every
+ * piece in a frame carries its own width, layout and reference offset, so a
+ * wrong guess here only costs ratio, never correctness. */
+#include <stdlib.h>
+#include <string.h>
+#include "segments.h"
+#include "safetensors.h"
+#include "error.h"
+#include "mem.h"
+
+static int is_float(unsigned dt)
+{
+    return dt == LMC_DTYPE_BF16 || dt == LMC_DTYPE_F16 || dt == LMC_DTYPE_F32 || dt == LMC_DTYPE_F64;
+}
+
+static int push(lmc_segs* s, uint64_t off, uint64_t len, unsigned width, unsigned dtype, int xr, uint64_t ref_off)
+{
+    if (len == 0) return 0;
+    if (s->n == s->cap) {
+        size_t const nc = s->cap ? s->cap * 2 : 16;
+        lmc_seg* const v = (lmc_seg*)realloc(s->v, nc * sizeof(*v));
+        if (!v) return -1;
+        s->v = v; s->cap = nc;
+    }
+    lmc_seg* const g = &s->v[s->n++];
+    g->off = off; g->len = len; g->ref_off = ref_off;
+    g->width = (uint8_t)width; g->dtype = (uint8_t)dtype; g->xor_ref = (uint8_t)(xr != 0);
+    g->float_like = (uint8_t)(is_float(dtype) && width > 1);
+    return 0;
+}
+
+/* [off, end): coded with `width`, XORed against the reference at the same
+ * offset for the bytes the reference has. end may be UINT64_MAX. */
+static int push_same_offset(lmc_segs* s, uint64_t off, uint64_t end, unsigned width, unsigned dtype,
+                            const uint8_t* ref, size_t ref_size)
+{
+    if (ref && off < ref_size) {
+        uint64_t const x = LMC_MIN(end, (uint64_t)ref_size);
+        if (push(s, off, x - off, width, dtype, 1, off)) return -1;
+        off = x;
+    }
+    if (off < end) return push(s, off, end - off, width, dtype, 0, 0);
+    return 0;
+}
+
+uint64_t lmc_segs_prefix_needed(lmc_format fmt, const uint8_t* head, size_t avail)
+{
+    if (fmt != LMC_FORMAT_AUTO && fmt != LMC_FORMAT_SAFETENSORS) return 0;
+    if (avail < 8) return 8;
+    uint64_t total;
+    if (!lmc_st_probe(head, avail, &total)) return 0;
+    return total <= avail ? 0 : total;
+}
+
+static int same_shape(const lmc_st_tensor* a, const lmc_st_tensor* b)
+{
+    if (a->dtype != b->dtype || a->width != b->width || a->ndim != b->ndim) return 0;
+    if (a->end - a->begin != b->end - b->begin) return 0;
+    for (uint32_t d = 0; d < a->ndim; d++) if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+static int build_safetensors(lmc_segs* s, const lmc_st_info* in, const uint8_t* ref, size_t ref_size)
+{
+    lmc_st_info ri;
+    memset(&ri, 0, sizeof(ri));
+    int const have_ri = ref && lmc_st_parse(&ri, ref, ref_size, ref_size) == 0;
+    int rc = 0;
+    /* the header is kept verbatim; against a reference it is mostly equal bytes */
+    if (push_same_offset(s, 0, in->header_total, 1, LMC_DTYPE_BYTES, ref, ref_size)) { rc = -1; goto out; }
+    for (size_t i = 0; i < in->count; i++) {
+        const lmc_st_tensor* const t = &in->tensors[i];
+        if (t->end == t->begin) continue;
+        s->tensors_total++;
+        long const j = have_ri ? lmc_st_find(&ri, t->name, t->name_len) : -1;
+        if (j >= 0 && same_shape(t, &ri.tensors[j])) {
+            s->tensors_matched++;
+            if (push(s, t->begin, t->end - t->begin, t->width, t->dtype, 1, ri.tensors[j].begin)) { rc = -1; goto out; }
+        } else {
+            if (push(s, t->begin, t->end - t->begin, t->width, t->dtype, 0, 0)) { rc = -1; goto out; }
+        }
+    }
+    if (push(s, in->data_end, UINT64_MAX - in->data_end, 1, LMC_DTYPE_BYTES, 0, 0)) rc = -1;
+out:
+    lmc_st_free(&ri);
+    return rc;
+}
+
+size_t lmc_segs_build(lmc_segs* s, lmc_format fmt, lmc_dtype dtype, const uint8_t* head, size_t avail,
+                      uint64_t file_size, const uint8_t* ref, size_t ref_size)
+{
+    lmc_segs_free(s);
+    if (fmt == LMC_FORMAT_AUTO || fmt == LMC_FORMAT_SAFETENSORS) {
+        lmc_st_info info;
+        memset(&info, 0, sizeof(info));
+        uint64_t total;
+        if (lmc_st_probe(head, avail, &total) && total <= avail
+            && lmc_st_parse(&info, head, avail, file_size) == 0) {
+            s->format = LMC_FORMAT_SAFETENSORS;
+            int const rc = build_safetensors(s, &info, ref, ref_size);
+            lmc_st_free(&info);
+            if (rc) { lmc_segs_free(s); return LMC_ERR(MEMORY); }
+            return 0;
+        }
+        fmt = LMC_FORMAT_GENERIC;  /* not a valid container: never refused, coded as bytes */
+    }
+    unsigned width = 1, dt = LMC_DTYPE_BYTES;
+    if (fmt == LMC_FORMAT_RAW) { dt = dtype; width = lmc_dtype_width(dtype); }
+    else fmt = LMC_FORMAT_GENERIC;
+    s->format = fmt;
+    if (push_same_offset(s, 0, UINT64_MAX, width, dt, ref, ref_size)) { lmc_segs_free(s); return LMC_ERR(MEMORY); }
+    return 0;
+}
+
+void lmc_segs_free(lmc_segs* s)
+{
+    free(s->v);
+    memset(s, 0, sizeof(*s));
+}
+
+size_t lmc_segs_find(const lmc_segs* s, uint64_t off, size_t hint)
+{
+    size_t i = hint < s->n ? hint : 0;
+    if (s->v[i].off > off) i = 0;
+    while (i + 1 < s->n && s->v[i].off + s->v[i].len <= off) i++;
+    return i;
+}

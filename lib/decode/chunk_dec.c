@@ -1,0 +1,102 @@
+/* chunk_dec.c - pieces -> streams -> blocks, every field checked before use. */
+#include <string.h>
+#include "chunk_dec.h"
+#include "ungroup.h"
+#include "error.h"
+#include "frame.h"
+#include "mem.h"
+
+typedef struct { uint32_t len; unsigned w, flags, dtype; uint64_t ref_off; size_t hdr; } piece_hdr;
+
+static size_t read_piece_header(piece_hdr* ph, const uint8_t* p, size_t avail, size_t content_left, uint64_t ref_size)
+{
+    LMC_RETURN_IF(avail < LMC_PIECE_HDR, TRUNCATED);
+    ph->len = lmc_rd32(p);
+    ph->w = p[4]; ph->flags = p[5]; ph->dtype = p[6];
+    LMC_RETURN_IF(ph->len == 0 || ph->len > content_left, CORRUPT);
+    LMC_RETURN_IF(ph->w != 1 && ph->w != 2 && ph->w != 4 && ph->w != 8, CORRUPT);
+    LMC_RETURN_IF((ph->flags & ~LMC_PIECE_FLAGS_KNOWN) || p[7] != 0, CORRUPT);
+    unsigned const layout = (ph->flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT;
+    LMC_RETURN_IF(layout > LMC_LAYOUT_ROTATED || (layout == LMC_LAYOUT_ROTATED && ph->w == 1), CORRUPT);
+    ph->hdr = LMC_PIECE_HDR;
+    ph->ref_off = 0;
+    if (ph->flags & LMC_PIECE_XOR) {
+        LMC_RETURN_IF(avail < LMC_PIECE_HDR + 8, TRUNCATED);
+        ph->ref_off = lmc_rd64(p + LMC_PIECE_HDR);
+        LMC_RETURN_IF(ph->ref_off > ref_size || ph->len > ref_size - ph->ref_off, CORRUPT);
+        ph->hdr += 8;
+    }
+    return 0;
+}
+
+size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
+                        const uint8_t* payload, size_t payload_size,
+                        const uint8_t* ref, uint64_t ref_size)
+{
+    size_t pos = 0, out = 0;
+    while (out < content_size) {
+        piece_hdr ph;
+        LMC_FORWARD(read_piece_header(&ph, payload + pos, payload_size - pos, content_size - out, ref_size));
+        LMC_RETURN_IF((ph.flags & LMC_PIECE_XOR) && !ref, REF_REQUIRED);
+        pos += ph.hdr;
+        size_t const n = ph.len / ph.w, tail = ph.len % ph.w;
+        int const rot = ((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_ROTATED;
+        const uint8_t* const r = (ph.flags & LMC_PIECE_XOR) ? ref + ph.ref_off : NULL;
+        /* width-1 pieces without XOR decode in place: no ungroup pass */
+        uint8_t* const sbuf = (ph.w == 1 && !r) ? dst + out : ws->streams;
+        LMC_RETURN_IF(sbuf == ws->streams && ws->streams_cap < (size_t)n * ph.w, MEMORY);
+        for (unsigned k = 0; k < ph.w; k++) {
+            uint8_t* const s = sbuf + (size_t)k * n;
+            for (size_t b = 0; b < n; b += LMC_BLOCK_MAX) {
+                size_t const m = LMC_MIN((size_t)LMC_BLOCK_MAX, n - b);
+                size_t const used = lmc_block_decode(&ws->blk, s + b, m, payload + pos, payload_size - pos);
+                LMC_FORWARD(used);
+                pos += used;
+            }
+        }
+        if (sbuf != dst + out) lmc_ungroup(dst + out, sbuf, r, n, ph.w, rot);
+        LMC_RETURN_IF(payload_size - pos < tail, TRUNCATED);
+        for (size_t t = 0; t < tail; t++) {
+            size_t const i = n * ph.w + t;
+            dst[out + i] = r ? (uint8_t)(payload[pos + t] ^ r[i]) : payload[pos + t];
+        }
+        pos += tail;
+        out += ph.len;
+    }
+    LMC_RETURN_IF(pos != payload_size, CORRUPT);
+    return 0;
+}
+
+size_t lmc_chunk_walk(const uint8_t* payload, size_t payload_size, size_t content_size,
+                      uint64_t ref_size, lmc_frame_stats* st)
+{
+    size_t pos = 0, out = 0;
+    while (out < content_size) {
+        piece_hdr ph;
+        LMC_FORWARD(read_piece_header(&ph, payload + pos, payload_size - pos, content_size - out, ref_size));
+        size_t const start = pos;
+        pos += ph.hdr;
+        size_t const n = ph.len / ph.w, tail = ph.len % ph.w;
+        for (unsigned k = 0; k < ph.w; k++) {
+            for (size_t b = 0; b < n; b += LMC_BLOCK_MAX) {
+                size_t const m = LMC_MIN((size_t)LMC_BLOCK_MAX, n - b);
+                unsigned coder;
+                size_t const used = lmc_block_skip(payload + pos, payload_size - pos, m, &coder);
+                LMC_FORWARD(used);
+                st->blocks[coder]++; st->block_in[coder] += m; st->block_out[coder] += used;
+                pos += used;
+            }
+        }
+        LMC_RETURN_IF(payload_size - pos < tail, TRUNCATED);
+        pos += tail;
+        out += ph.len;
+        unsigned const d = ph.dtype < LMC_DTYPE_COUNT ? ph.dtype : 0;
+        st->pieces++;
+        st->pieces_xor += (ph.flags & LMC_PIECE_XOR) != 0;
+        st->pieces_rotated += ((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_ROTATED;
+        st->dtype_in[d] += ph.len;
+        st->dtype_out[d] += pos - start;
+    }
+    LMC_RETURN_IF(pos != payload_size, CORRUPT);
+    return 0;
+}

@@ -1,0 +1,26 @@
+/* chunk_dec.h - decode one chunk payload into its content. */
+#ifndef LMC_CHUNK_DEC_H
+#define LMC_CHUNK_DEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "lmc.h"
+#include "block_dec.h"
+
+typedef struct {
+    lmc_block_dws blk;
+    uint8_t*      streams;      /* at least the chunk content size */
+    size_t        streams_cap;
+} lmc_chunk_dws;
+
+/* Decodes `payload` (already checksum-verified or not: this never trusts it)
+ * into dst[0..content_size). Returns 0 or an error. */
+size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
+                        const uint8_t* payload, size_t payload_size,
+                        const uint8_t* ref, uint64_t ref_size);
+
+/* Walks a chunk payload's pieces and blocks without decoding; adds to *st. */
+size_t lmc_chunk_walk(const uint8_t* payload, size_t payload_size, size_t content_size,
+                      uint64_t ref_size, lmc_frame_stats* st);
+
+#endif

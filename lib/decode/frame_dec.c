@@ -1,0 +1,465 @@
+/* frame_dec.c - decompression contexts, streaming, verification, frame walk.
+ *
+ * Nothing read from a frame is trusted: sizes are checked against the format's
+ * limits and against the bytes actually present before anything is allocated
+ * or copied, and every chunk's payload checksum is verified before decoding. */
+#include <stdlib.h>
+#include <string.h>
+#include "lmc.h"
+#include "error.h"
+#include "frame.h"
+#include "hash.h"
+#include "mem.h"
+#include "pool.h"
+#include "chunk_dec.h"
+
+size_t lmc_get_frame_header(lmc_frame_header* h, const void* srcv, size_t n)
+{
+    const uint8_t* const s = (const uint8_t*)srcv;
+    LMC_RETURN_IF(!h || (!s && n), PARAM);
+    memset(h, 0, sizeof(*h));
+    if (n >= 4) LMC_RETURN_IF(lmc_rd32(s) != LMC_MAGIC, NOT_LMC);
+    LMC_RETURN_IF(n < LMC_HDR_SIZE, TRUNCATED);
+    LMC_RETURN_IF(s[4] == 0 || s[4] > LMC_FORMAT_VERSION, VERSION);
+    LMC_RETURN_IF(lmc_rd32(s + 36) != lmc_h32(s, 36), HEADER);
+    LMC_RETURN_IF((s[5] & ~LMC_FLAGS_KNOWN) || s[9] || s[10] || s[11], HEADER);
+    LMC_RETURN_IF(s[8] < LMC_CHUNK_LOG_MIN || s[8] > LMC_CHUNK_LOG_MAX, HEADER);
+    LMC_RETURN_IF(s[6] < LMC_FORMAT_GENERIC || s[6] > LMC_FORMAT_TORCH_ZIP || s[7] >= LMC_DTYPE_COUNT, HEADER);
+    h->version = s[4];
+    h->has_ref = (s[5] & LMC_FLAG_REF) != 0;
+    h->content_size_known = (s[5] & LMC_FLAG_SIZE) != 0;
+    h->container = (lmc_format)s[6];
+    h->dtype = (lmc_dtype)s[7];
+    h->chunk_log = s[8];
+    h->content_size = lmc_rd64(s + 12);
+    h->ref_size = lmc_rd64(s + 20);
+    h->ref_hash = lmc_rd64(s + 28);
+    LMC_RETURN_IF(!h->has_ref && (h->ref_size || h->ref_hash), HEADER);
+    LMC_RETURN_IF(!h->content_size_known && h->content_size, HEADER);
+    return LMC_HDR_SIZE;
+}
+
+/* Checks a 16-byte chunk header; returns its payload size or an error. */
+static size_t check_chunk_header(const uint8_t* p, unsigned chunk_log, uint32_t* content)
+{
+    *content = lmc_rd32(p);
+    uint64_t const payload = lmc_rd32(p + 4);
+    LMC_RETURN_IF(*content == 0 || *content > lmc_chunk_max_content(chunk_log), CORRUPT);
+    LMC_RETURN_IF(payload > lmc_chunk_payload_limit(*content), CORRUPT);
+    return (size_t)payload;
+}
+
+typedef struct {
+    lmc_chunk_dws* ws;
+    const uint8_t* payload;    /* points into the frame or into pbuf */
+    uint8_t*       pbuf;       /* streaming: staged payload */
+    size_t         pbuf_cap;
+    size_t         payload_size, have;
+    uint8_t        head[LMC_CHUNK_HDR_SIZE];
+    size_t         head_have;
+    uint32_t       content_size;
+    uint8_t*       dst;        /* where it decodes */
+    uint8_t*       cbuf;       /* streaming: decoded content */
+    size_t         result;
+} dec_job;
+
+enum { DS_IDLE = 0, DS_HEADER, DS_CHUNKS, DS_SEEK, DS_DONE };
+
+struct lmc_dctx_s {
+    unsigned threads, max_chunk_log;
+    const uint8_t* ref;
+    size_t   ref_size;
+    uint64_t ref_hash;
+    int      has_ref, ref_hash_known;
+    lmc_pool* pool;
+    dec_job* jobs;
+    unsigned njobs, res_chunk_log, res_threads;
+    /* frame state */
+    int      stage;
+    lmc_frame_header hdr;
+    uint8_t  hbuf[LMC_HDR_SIZE];
+    size_t   hhave;
+    unsigned nready;           /* jobs holding a complete payload */
+    int      end_seen;
+    unsigned flush_job;        /* streaming output: next job to flush */
+    size_t   flush_pos;
+    unsigned nflush;
+    XXH3_state_t* hstate;
+    XXH3_state_t* seekstate;
+    uint8_t* seek;             /* entries of chunks decoded so far */
+    size_t   seek_len, seek_cap;
+    uint64_t nchunks, total_out;
+    size_t   seek_read;        /* bytes of seek table + footer consumed */
+    uint8_t  entry[LMC_FOOTER_SIZE];
+    size_t   entry_have;
+};
+
+lmc_dctx* lmc_dctx_create(void)
+{
+    lmc_dctx* const d = (lmc_dctx*)calloc(1, sizeof(*d));
+    if (!d) return NULL;
+    d->threads = 1;
+    d->max_chunk_log = LMC_CHUNK_LOG_MAX;
+    return d;
+}
+
+static void free_djobs(lmc_dctx* d)
+{
+    for (unsigned i = 0; i < d->njobs; i++) {
+        if (d->jobs[i].ws) free(d->jobs[i].ws->streams);
+        free(d->jobs[i].ws);
+        free(d->jobs[i].pbuf);
+        free(d->jobs[i].cbuf);
+    }
+    free(d->jobs);
+    d->jobs = NULL; d->njobs = 0; d->res_chunk_log = 0;
+    lmc_pool_free(d->pool);
+    d->pool = NULL;
+}
+
+void lmc_dctx_free(lmc_dctx* d)
+{
+    if (!d) return;
+    free_djobs(d);
+    free(d->seek);
+    if (d->hstate) XXH3_freeState(d->hstate);
+    if (d->seekstate) XXH3_freeState(d->seekstate);
+    free(d);
+}
+
+size_t lmc_dctx_set_param(lmc_dctx* d, lmc_dparam p, long long v)
+{
+    LMC_RETURN_IF(!d, PARAM);
+    switch (p) {
+    case LMC_D_THREADS:
+        LMC_RETURN_IF(v < 1 || v > 256, PARAM);
+        d->threads = (unsigned)v; return 0;
+    case LMC_D_MAX_CHUNK_LOG:
+        LMC_RETURN_IF(v < LMC_CHUNK_LOG_MIN || v > LMC_CHUNK_LOG_MAX, PARAM);
+        d->max_chunk_log = (unsigned)v; return 0;
+    }
+    return LMC_ERR(PARAM);
+}
+
+size_t lmc_dctx_set_ref_hashed(lmc_dctx* d, const void* ref, size_t size, uint64_t hash)
+{
+    LMC_RETURN_IF(!d || (!ref && size), PARAM);
+    d->ref = (const uint8_t*)ref; d->ref_size = size; d->ref_hash = hash;
+    d->has_ref = ref != NULL;
+    d->ref_hash_known = 1;
+    return 0;
+}
+
+size_t lmc_dctx_set_ref(lmc_dctx* d, const void* ref, size_t size)
+{
+    LMC_RETURN_IF(!d || (!ref && size), PARAM);
+    d->ref = (const uint8_t*)ref; d->ref_size = size;
+    d->has_ref = ref != NULL;
+    d->ref_hash_known = 0;   /* hashed when a delta frame asks for it */
+    return 0;
+}
+
+/* A delta frame is only decoded against the exact reference it was made from. */
+static size_t check_ref(lmc_dctx* d, const lmc_frame_header* h)
+{
+    if (!h->has_ref) return 0;
+    LMC_RETURN_IF(!d->has_ref, REF_REQUIRED);
+    LMC_RETURN_IF(d->ref_size != h->ref_size, REF_WRONG);
+    if (!d->ref_hash_known) { d->ref_hash = lmc_h64(d->ref, d->ref_size); d->ref_hash_known = 1; }
+    LMC_RETURN_IF(d->ref_hash != h->ref_hash, REF_WRONG);
+    return 0;
+}
+
+static size_t ensure_djobs(lmc_dctx* d, unsigned chunk_log, int streaming)
+{
+    LMC_RETURN_IF(chunk_log > d->max_chunk_log, LIMIT);
+    if (d->njobs == d->threads && d->res_chunk_log >= chunk_log && (!streaming || d->jobs[0].cbuf))
+        return 0;
+    free_djobs(d);
+    d->pool = lmc_pool_create(d->threads);
+    LMC_RETURN_IF(!d->pool, THREAD);
+    d->jobs = (dec_job*)calloc(d->threads, sizeof(dec_job));
+    LMC_RETURN_IF(!d->jobs, MEMORY);
+    d->njobs = d->threads;
+    d->res_chunk_log = chunk_log;
+    size_t const cm = (size_t)lmc_chunk_max_content(chunk_log);
+    for (unsigned i = 0; i < d->njobs; i++) {
+        dec_job* const j = &d->jobs[i];
+        j->ws = (lmc_chunk_dws*)calloc(1, sizeof(lmc_chunk_dws));
+        LMC_RETURN_IF(!j->ws, MEMORY);
+        j->ws->streams = (uint8_t*)malloc(cm);
+        j->ws->streams_cap = cm;
+        LMC_RETURN_IF(!j->ws->streams, MEMORY);
+        if (streaming) {
+            j->cbuf = (uint8_t*)malloc(cm);
+            LMC_RETURN_IF(!j->cbuf, MEMORY);
+        }
+    }
+    return 0;
+}
+
+static void run_djob(void* arg, size_t i)
+{
+    lmc_dctx* const d = (lmc_dctx*)arg;
+    dec_job* const j = &d->jobs[i];
+    if (lmc_rd32(j->head + 8) != lmc_h32(j->payload, j->payload_size)) { j->result = LMC_ERR(CHECKSUM); return; }
+    j->result = lmc_chunk_decode(j->ws, j->dst, j->content_size, j->payload, j->payload_size,
+                                 d->hdr.has_ref ? d->ref : NULL, d->hdr.has_ref ? d->hdr.ref_size : 0);
+    if (LMC_IS_ERR(j->result)) return;
+    if (lmc_rd32(j->head + 12) != lmc_h32(j->dst, j->content_size)) j->result = LMC_ERR(CHECKSUM);
+}
+
+static size_t seek_push(lmc_dctx* d, const dec_job* j)
+{
+    if (d->seek_len + LMC_SEEK_ENTRY > d->seek_cap) {
+        size_t const nc = d->seek_cap ? d->seek_cap * 2 : 4096;
+        uint8_t* const v = (uint8_t*)realloc(d->seek, nc);
+        LMC_RETURN_IF(!v, MEMORY);
+        d->seek = v; d->seek_cap = nc;
+    }
+    uint8_t* const e = d->seek + d->seek_len;
+    lmc_wr32(e, (uint32_t)(LMC_CHUNK_HDR_SIZE + j->payload_size));
+    lmc_wr32(e + 4, j->content_size);
+    memcpy(e + 8, j->head + 12, 4);
+    d->seek_len += LMC_SEEK_ENTRY;
+    d->nchunks++;
+    return 0;
+}
+
+/* Runs the ready jobs; returns the first error in frame order, if any. */
+static size_t run_batch(lmc_dctx* d, unsigned k)
+{
+    lmc_pool_run(d->pool, run_djob, d, k);
+    for (unsigned i = 0; i < k; i++) LMC_FORWARD(d->jobs[i].result);
+    for (unsigned i = 0; i < k; i++) {
+        XXH3_64bits_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
+        LMC_FORWARD(seek_push(d, &d->jobs[i]));
+        d->total_out += d->jobs[i].content_size;
+    }
+    return 0;
+}
+
+/* Checks the seek table + footer (whole, in memory) against what was decoded. */
+static size_t check_trailer(lmc_dctx* d, const uint8_t* t, size_t n)
+{
+    LMC_RETURN_IF(n < d->seek_len + LMC_FOOTER_SIZE, TRUNCATED);
+    const uint8_t* const f = t + d->seek_len;
+    LMC_RETURN_IF(lmc_rd32(f + 28) != LMC_FOOTER_MAGIC, CORRUPT);
+    LMC_RETURN_IF(lmc_rd32(f + 24) != lmc_h32(t, d->seek_len + 24), CHECKSUM);
+    LMC_RETURN_IF(lmc_rd64(f) != d->nchunks, CORRUPT);
+    LMC_RETURN_IF(memcmp(t, d->seek, d->seek_len) != 0, CORRUPT);
+    LMC_RETURN_IF(lmc_rd64(f + 8) != d->total_out, CORRUPT);
+    LMC_RETURN_IF(d->hdr.content_size_known && d->hdr.content_size != d->total_out, SIZE_MISMATCH);
+    LMC_RETURN_IF(lmc_rd64(f + 16) != XXH3_64bits_digest(d->hstate), CHECKSUM);
+    return 0;
+}
+
+static size_t begin_dframe(lmc_dctx* d)
+{
+    if (!d->hstate) { d->hstate = XXH3_createState(); LMC_RETURN_IF(!d->hstate, MEMORY); }
+    XXH3_64bits_reset(d->hstate);
+    d->seek_len = 0; d->nchunks = 0; d->total_out = 0;
+    d->nready = 0; d->end_seen = 0; d->hhave = 0; d->nflush = 0; d->flush_job = 0; d->flush_pos = 0;
+    d->seek_read = 0; d->entry_have = 0;
+    return 0;
+}
+
+size_t lmc_decompress(lmc_dctx* d, void* dstv, size_t cap, const void* srcv, size_t n)
+{
+    LMC_RETURN_IF(!d || (!dstv && cap) || (!srcv && n), PARAM);
+    const uint8_t* const s = (const uint8_t*)srcv;
+    uint8_t* const dst = (uint8_t*)dstv;
+    d->stage = DS_IDLE;
+    LMC_FORWARD(begin_dframe(d));
+    LMC_FORWARD(lmc_get_frame_header(&d->hdr, s, n));
+    LMC_FORWARD(check_ref(d, &d->hdr));
+    LMC_RETURN_IF(d->hdr.content_size_known && d->hdr.content_size > cap, DST_TOO_SMALL);
+    LMC_FORWARD(ensure_djobs(d, d->hdr.chunk_log, 0));
+    size_t pos = LMC_HDR_SIZE, out = 0;
+    for (;;) {
+        unsigned k = 0;
+        while (k < d->njobs) {
+            LMC_RETURN_IF(n - pos < 4, TRUNCATED);
+            if (lmc_rd32(s + pos) == 0) { d->end_seen = 1; break; }
+            LMC_RETURN_IF(n - pos < LMC_CHUNK_HDR_SIZE, TRUNCATED);
+            dec_job* const j = &d->jobs[k];
+            memcpy(j->head, s + pos, LMC_CHUNK_HDR_SIZE);
+            size_t const ps = check_chunk_header(j->head, d->hdr.chunk_log, &j->content_size);
+            LMC_FORWARD(ps);
+            pos += LMC_CHUNK_HDR_SIZE;
+            LMC_RETURN_IF(n - pos < ps, TRUNCATED);
+            LMC_RETURN_IF(cap - out < j->content_size, DST_TOO_SMALL);
+            j->payload = s + pos; j->payload_size = ps;
+            j->dst = dst + out;
+            pos += ps; out += j->content_size;
+            k++;
+        }
+        LMC_FORWARD(run_batch(d, k));
+        if (d->end_seen) break;
+    }
+    pos += LMC_END_MARKER;
+    LMC_FORWARD(check_trailer(d, s + pos, n - pos));
+    pos += d->seek_len + LMC_FOOTER_SIZE;
+    LMC_RETURN_IF(pos != n, TRAILING);
+    return out;
+}
+
+/*-*** streaming ***-*/
+
+void lmc_dctx_reset(lmc_dctx* d)
+{
+    if (!d) return;
+    d->stage = DS_IDLE;
+}
+
+static size_t take(uint8_t* dst, size_t* have, size_t want, lmc_inbuf* in)
+{
+    size_t const k = LMC_MIN(want - *have, in->size - in->pos);
+    memcpy(dst + *have, (const uint8_t*)in->src + in->pos, k);
+    *have += k; in->pos += k;
+    return *have == want;
+}
+
+static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
+{
+    for (;;) {
+        /* 1. flush decoded chunks, in order */
+        while (d->flush_job < d->nflush) {
+            dec_job* const j = &d->jobs[d->flush_job];
+            size_t const k = LMC_MIN(j->content_size - d->flush_pos, out->size - out->pos);
+            memcpy((uint8_t*)out->dst + out->pos, j->cbuf + d->flush_pos, k);
+            out->pos += k; d->flush_pos += k;
+            if (d->flush_pos < j->content_size) return j->content_size - d->flush_pos;
+            d->flush_job++; d->flush_pos = 0;
+        }
+        d->nflush = 0; d->flush_job = 0;
+        switch (d->stage) {
+        case DS_IDLE:
+            LMC_FORWARD(begin_dframe(d));
+            d->stage = DS_HEADER;
+            /* fall through */
+        case DS_HEADER:
+            if (!take(d->hbuf, &d->hhave, LMC_HDR_SIZE, in)) {
+                if (d->hhave >= 4) LMC_RETURN_IF(lmc_rd32(d->hbuf) != LMC_MAGIC, NOT_LMC);
+                return LMC_HDR_SIZE - d->hhave;
+            }
+            LMC_FORWARD(lmc_get_frame_header(&d->hdr, d->hbuf, LMC_HDR_SIZE));
+            LMC_FORWARD(check_ref(d, &d->hdr));
+            LMC_FORWARD(ensure_djobs(d, d->hdr.chunk_log, 1));
+            for (unsigned i = 0; i < d->njobs; i++) { d->jobs[i].head_have = 0; d->jobs[i].have = 0; }
+            d->stage = DS_CHUNKS;
+            continue;
+        case DS_CHUNKS: {
+            /* gather complete chunks into job slots */
+            while (d->nready < d->njobs && !d->end_seen) {
+                dec_job* const j = &d->jobs[d->nready];
+                if (j->head_have < 4) {
+                    if (!take(j->head, &j->head_have, 4, in)) break;
+                    if (lmc_rd32(j->head) == 0) { d->end_seen = 1; j->head_have = 0; break; }
+                }
+                if (j->head_have < LMC_CHUNK_HDR_SIZE) {
+                    if (!take(j->head, &j->head_have, LMC_CHUNK_HDR_SIZE, in)) break;
+                    size_t const ps = check_chunk_header(j->head, d->hdr.chunk_log, &j->content_size);
+                    LMC_FORWARD(ps);
+                    if (j->pbuf_cap < ps) {
+                        uint8_t* const v = (uint8_t*)realloc(j->pbuf, ps);
+                        LMC_RETURN_IF(!v, MEMORY);
+                        j->pbuf = v; j->pbuf_cap = ps;
+                    }
+                    j->payload_size = ps; j->have = 0;
+                }
+                if (!take(j->pbuf, &j->have, j->payload_size, in)) break;
+                j->payload = j->pbuf; j->dst = j->cbuf;
+                d->nready++;
+            }
+            int const input_empty = in->pos == in->size;
+            if (d->nready && (d->nready == d->njobs || d->end_seen || input_empty)) {
+                unsigned const k = d->nready;
+                LMC_FORWARD(run_batch(d, k));
+                for (unsigned i = 0; i < k; i++) { d->jobs[i].head_have = 0; d->jobs[i].have = 0; }
+                d->nready = 0;
+                d->nflush = k; d->flush_job = 0; d->flush_pos = 0;
+                continue;
+            }
+            if (d->end_seen) {
+                if (!d->seekstate) { d->seekstate = XXH3_createState(); LMC_RETURN_IF(!d->seekstate, MEMORY); }
+                XXH3_64bits_reset(d->seekstate);
+                d->stage = DS_SEEK;
+                continue;
+            }
+            return 1;  /* want more input */
+        }
+        case DS_SEEK: {
+            /* seek entries stream past and are compared one by one: no buffering */
+            while (d->seek_read < d->seek_len) {
+                if (!take(d->entry, &d->entry_have, LMC_SEEK_ENTRY, in)) return 1;
+                LMC_RETURN_IF(memcmp(d->entry, d->seek + d->seek_read, LMC_SEEK_ENTRY) != 0, CORRUPT);
+                XXH3_64bits_update(d->seekstate, d->entry, LMC_SEEK_ENTRY);
+                d->seek_read += LMC_SEEK_ENTRY; d->entry_have = 0;
+            }
+            if (!take(d->entry, &d->entry_have, LMC_FOOTER_SIZE, in)) return 1;
+            const uint8_t* const f = d->entry;
+            XXH3_64bits_update(d->seekstate, f, 24);
+            LMC_RETURN_IF(lmc_rd32(f + 28) != LMC_FOOTER_MAGIC, CORRUPT);
+            LMC_RETURN_IF(lmc_rd32(f + 24) != (uint32_t)XXH3_64bits_digest(d->seekstate), CHECKSUM);
+            LMC_RETURN_IF(lmc_rd64(f) != d->nchunks || lmc_rd64(f + 8) != d->total_out, CORRUPT);
+            LMC_RETURN_IF(d->hdr.content_size_known && d->hdr.content_size != d->total_out, SIZE_MISMATCH);
+            LMC_RETURN_IF(lmc_rd64(f + 16) != XXH3_64bits_digest(d->hstate), CHECKSUM);
+            d->stage = DS_DONE;
+            continue;
+        }
+        default: /* DS_DONE */
+            LMC_RETURN_IF(in->pos != in->size, TRAILING);
+            d->stage = DS_IDLE;
+            return 0;
+        }
+    }
+}
+
+size_t lmc_decompress_stream(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
+{
+    LMC_RETURN_IF(!d || !out || !in || in->pos > in->size || out->pos > out->size, PARAM);
+    size_t const r = dstream_step(d, out, in);
+    if (LMC_IS_ERR(r)) d->stage = DS_IDLE;
+    return r;
+}
+
+/*-*** frame walk ***-*/
+
+size_t lmc_frame_stats_get(lmc_frame_stats* st, const void* srcv, size_t n)
+{
+    LMC_RETURN_IF(!st || (!srcv && n), PARAM);
+    const uint8_t* const s = (const uint8_t*)srcv;
+    memset(st, 0, sizeof(*st));
+    LMC_FORWARD(lmc_get_frame_header(&st->header, s, n));
+    size_t pos = LMC_HDR_SIZE;
+    uint64_t total = 0;
+    for (;;) {
+        LMC_RETURN_IF(n - pos < 4, TRUNCATED);
+        if (lmc_rd32(s + pos) == 0) break;
+        LMC_RETURN_IF(n - pos < LMC_CHUNK_HDR_SIZE, TRUNCATED);
+        uint32_t content;
+        size_t const ps = check_chunk_header(s + pos, st->header.chunk_log, &content);
+        LMC_FORWARD(ps);
+        LMC_RETURN_IF(n - pos - LMC_CHUNK_HDR_SIZE < ps, TRUNCATED);
+        const uint8_t* const payload = s + pos + LMC_CHUNK_HDR_SIZE;
+        LMC_RETURN_IF(lmc_rd32(s + pos + 8) != lmc_h32(payload, ps), CHECKSUM);
+        LMC_FORWARD(lmc_chunk_walk(payload, ps, content, st->header.ref_size, st));
+        pos += LMC_CHUNK_HDR_SIZE + ps;
+        total += content;
+        st->chunks++;
+    }
+    pos += LMC_END_MARKER;
+    size_t const seek_len = (size_t)st->chunks * LMC_SEEK_ENTRY;
+    LMC_RETURN_IF(n - pos < seek_len + LMC_FOOTER_SIZE, TRUNCATED);
+    const uint8_t* const f = s + pos + seek_len;
+    LMC_RETURN_IF(lmc_rd32(f + 28) != LMC_FOOTER_MAGIC, CORRUPT);
+    LMC_RETURN_IF(lmc_rd32(f + 24) != lmc_h32(s + pos, seek_len + 24), CHECKSUM);
+    LMC_RETURN_IF(lmc_rd64(f) != st->chunks || lmc_rd64(f + 8) != total, CORRUPT);
+    st->content_size = total;
+    st->content_hash = lmc_rd64(f + 16);
+    pos += seek_len + LMC_FOOTER_SIZE;
+    LMC_RETURN_IF(pos != n, TRAILING);
+    st->frame_size = pos;
+    return pos;
+}

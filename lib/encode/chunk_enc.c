@@ -1,0 +1,114 @@
+/* chunk_enc.c - chunk = header + pieces; piece = header + w streams + tail. */
+#include <string.h>
+#include "chunk_enc.h"
+#include "group.h"
+#include "hash.h"
+#include "mem.h"
+
+static uint8_t* encode_stream(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* s, size_t n, unsigned coders,
+                              lmc_frame_stats* st, uint64_t* out_bytes)
+{
+    uint32_t hist[256];
+    for (size_t b = 0; b < n; b += LMC_BLOCK_MAX) {
+        size_t const m = LMC_MIN((size_t)LMC_BLOCK_MAX, n - b);
+        lmc_histogram(hist, s + b, m);
+        size_t const sz = lmc_block_encode(&ws->blk, p, s + b, m, hist, coders);
+        unsigned const coder = p[0];
+        st->blocks[coder]++;
+        st->block_in[coder] += m;
+        st->block_out[coder] += sz;
+        *out_bytes += sz;
+        p += sz;
+    }
+    return p;
+}
+
+static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const lmc_piece* pc,
+                             const uint8_t* ref, unsigned coders, int layout, lmc_frame_stats* st)
+{
+    unsigned const w = pc->width;
+    size_t const n = pc->len / w, tail = pc->len % w;
+    const uint8_t* const r = pc->xor_ref ? ref + pc->ref_off : NULL;
+    int rot = 0;
+    if (w > 1 && pc->float_like) {
+        if (layout == 0) rot = lmc_choose_layout(src, r, n, w);
+        else rot = layout == 2;
+    }
+    uint8_t* const start = p;
+    lmc_wr32(p, pc->len);
+    p[4] = (uint8_t)w;
+    p[5] = (uint8_t)((pc->xor_ref ? LMC_PIECE_XOR : 0) | (rot << LMC_PIECE_LAYOUT_SHIFT));
+    p[6] = pc->dtype;
+    p[7] = 0;
+    p += LMC_PIECE_HDR;
+    if (pc->xor_ref) { lmc_wr64(p, pc->ref_off); p += 8; }
+
+    lmc_group(ws->streams, src, r, n, w, rot);
+    uint64_t coded = 0;
+    for (unsigned k = 0; k < w; k++) p = encode_stream(ws, p, ws->streams + k * n, n, coders, st, &coded);
+    for (size_t t = 0; t < tail; t++) {
+        size_t const i = n * w + t;
+        *p++ = r ? (uint8_t)(src[i] ^ r[i]) : src[i];
+    }
+    st->pieces++;
+    st->pieces_xor += pc->xor_ref != 0;
+    st->pieces_rotated += rot;
+    st->dtype_in[pc->dtype < LMC_DTYPE_COUNT ? pc->dtype : 0] += pc->len;
+    st->dtype_out[pc->dtype < LMC_DTYPE_COUNT ? pc->dtype : 0] += (uint64_t)(p - start);
+    return p;
+}
+
+/* One width-1 piece of RAW blocks: the chunk-level fallback that bounds the output. */
+static size_t encode_stored(uint8_t* dst, const uint8_t* content, size_t size)
+{
+    uint8_t* p = dst + LMC_CHUNK_HDR_SIZE;
+    lmc_wr32(p, (uint32_t)size); p[4] = 1; p[5] = 0; p[6] = LMC_DTYPE_BYTES; p[7] = 0;
+    p += LMC_PIECE_HDR;
+    for (size_t b = 0; b < size; b += LMC_BLOCK_MAX) {
+        size_t const m = LMC_MIN((size_t)LMC_BLOCK_MAX, size - b);
+        *p++ = LMC_CODER_RAW;
+        memcpy(p, content + b, m);
+        p += m;
+    }
+    return (size_t)(p - dst);
+}
+
+size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, const uint8_t* content, size_t size,
+                        const lmc_piece* pieces, size_t npieces, const uint8_t* ref,
+                        unsigned coders, int layout, lmc_frame_stats* st)
+{
+    lmc_frame_stats local;
+    memset(&local, 0, sizeof(local));
+    uint64_t const base = pieces[0].off;
+    uint8_t* p = dst + LMC_CHUNK_HDR_SIZE;
+    uint8_t* const limit = p + lmc_chunk_payload_limit(size);
+    int overflow = 0;
+    for (size_t i = 0; i < npieces; i++) {
+        /* a piece codes to at most 16 + len + len/65536 + w bytes; stop early if that could overflow */
+        size_t const worst = 16 + pieces[i].len + pieces[i].width * (pieces[i].len / LMC_BLOCK_MAX + 1) + 8;
+        if ((size_t)(limit - p) < worst) { overflow = 1; break; }
+        p = encode_piece(ws, p, content + (pieces[i].off - base), &pieces[i], ref, coders, layout, &local);
+    }
+    size_t total = (size_t)(p - dst);
+    if (overflow || total - LMC_CHUNK_HDR_SIZE > lmc_chunk_payload_limit(size)) {
+        memset(&local, 0, sizeof(local));
+        total = encode_stored(dst, content, size);
+        local.pieces = 1;
+        local.blocks[LMC_CODER_RAW] = (size + LMC_BLOCK_MAX - 1) / LMC_BLOCK_MAX;
+        local.block_in[LMC_CODER_RAW] = size;
+        local.block_out[LMC_CODER_RAW] = size + local.blocks[LMC_CODER_RAW];
+        local.dtype_in[0] = size;
+        local.dtype_out[0] = total - LMC_CHUNK_HDR_SIZE;
+    }
+    size_t const payload = total - LMC_CHUNK_HDR_SIZE;
+    lmc_wr32(dst, (uint32_t)size);
+    lmc_wr32(dst + 4, (uint32_t)payload);
+    lmc_wr32(dst + 8, lmc_h32(dst + LMC_CHUNK_HDR_SIZE, payload));
+    lmc_wr32(dst + 12, lmc_h32(content, size));
+    st->pieces += local.pieces; st->pieces_xor += local.pieces_xor; st->pieces_rotated += local.pieces_rotated;
+    for (int c = 0; c < LMC_CODER_COUNT; c++) {
+        st->blocks[c] += local.blocks[c]; st->block_in[c] += local.block_in[c]; st->block_out[c] += local.block_out[c];
+    }
+    for (int d = 0; d < LMC_DTYPE_COUNT; d++) { st->dtype_in[d] += local.dtype_in[d]; st->dtype_out[d] += local.dtype_out[d]; }
+    return total;
+}

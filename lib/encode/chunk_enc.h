@@ -1,0 +1,28 @@
+/* chunk_enc.h - code one chunk: its pieces, their streams, their blocks. */
+#ifndef LMC_CHUNK_ENC_H
+#define LMC_CHUNK_ENC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "lmc.h"
+#include "frame.h"
+#include "block_enc.h"
+
+typedef struct {
+    lmc_block_ws blk;
+    uint8_t*     streams;      /* grouped bytes of the current piece */
+    size_t       streams_cap;
+} lmc_chunk_ws;
+
+/* Bound of a whole chunk (header included) of `content` bytes. */
+static inline size_t lmc_chunk_bound(size_t content) { return LMC_CHUNK_HDR_SIZE + (size_t)lmc_chunk_payload_limit(content); }
+
+/* Codes the chunk whose content is `content[0..size)` (content offset
+ * pieces[0].off) into dst, which has lmc_chunk_bound(size) + LMC_BLOCK_SLACK
+ * bytes. ref is the whole reference (or NULL). `layout`: 0 auto, 1 grouped,
+ * 2 rotated. Adds to *st. Returns the chunk's size. */
+size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, const uint8_t* content, size_t size,
+                        const lmc_piece* pieces, size_t npieces, const uint8_t* ref,
+                        unsigned coders, int layout, lmc_frame_stats* st);
+
+#endif

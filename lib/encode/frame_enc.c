@@ -1,0 +1,501 @@
+/* frame_enc.c - compression contexts: frame header, chunk planning, the
+ * thread pool, streaming, seek table and footer (doc/format.md).
+ *
+ * Work is cut into chunks of 2^chunk_log bytes of content; up to `threads`
+ * chunks are coded at once, each by its own job slot, and written in order,
+ * so the output does not depend on the thread count. */
+#include <stdlib.h>
+#include <string.h>
+#include "lmc.h"
+#include "error.h"
+#include "frame.h"
+#include "hash.h"
+#include "mem.h"
+#include "pool.h"
+#include "chunk_enc.h"
+#include "segments.h"
+
+typedef struct {
+    lmc_chunk_ws*   ws;
+    uint8_t*        out;
+    size_t          out_cap;
+    lmc_piece*      pieces;
+    size_t          npieces, pcap;
+    const uint8_t*  content;
+    size_t          size;
+    size_t          result;
+    lmc_frame_stats st;
+} enc_job;
+
+enum { ST_IDLE = 0, ST_HEADER, ST_CHUNKS, ST_DONE };
+
+struct lmc_cctx_s {
+    /* parameters */
+    lmc_format fmt;
+    lmc_dtype  dtype;
+    unsigned   threads, chunk_log, coders;
+    int        layout;
+    long long  pledged;
+    const uint8_t* ref;
+    size_t     ref_size;
+    uint64_t   ref_hash;
+    int        has_ref;
+    /* resources, sized for (threads, chunk_log) */
+    lmc_pool*  pool;
+    enc_job*   jobs;
+    unsigned   njobs, res_chunk_log;
+    /* frame state */
+    int        stage;
+    lmc_segs   segs;
+    size_t     seg_hint;
+    uint8_t*   inbuf;
+    size_t     in_cap, in_len;
+    uint64_t   in_off;        /* content offset of inbuf[0] */
+    uint64_t   total_in;      /* content bytes taken from the caller */
+    XXH3_state_t* hstate;
+    uint8_t*   seek;
+    size_t     seek_len, seek_cap;
+    uint64_t   nchunks;
+    uint8_t*   oq;
+    size_t     oq_cap, oq_len, oq_pos;
+    uint64_t   frame_bytes;   /* streaming: bytes queued so far */
+    uint8_t    hdr[LMC_HDR_SIZE];
+    lmc_frame_stats stats, last;
+    int        have_last;
+};
+
+size_t lmc_compress_bound(size_t n)
+{
+    /* per chunk (>= 1 MiB): 16 header + 12 seek + (n >> 15) + 64; plus header, marker, footer */
+    return n + (n >> 12) + 4096;
+}
+
+lmc_cctx* lmc_cctx_create(void)
+{
+    lmc_cctx* const c = (lmc_cctx*)calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->threads = 1;
+    c->chunk_log = LMC_CHUNK_LOG_DEFAULT;
+    c->coders = 0xFFu;
+    c->pledged = -1;
+    return c;
+}
+
+static void free_jobs(lmc_cctx* c)
+{
+    for (unsigned i = 0; i < c->njobs; i++) {
+        if (c->jobs[i].ws) free(c->jobs[i].ws->streams);
+        free(c->jobs[i].ws);
+        free(c->jobs[i].out);
+        free(c->jobs[i].pieces);
+    }
+    free(c->jobs);
+    c->jobs = NULL; c->njobs = 0;
+    lmc_pool_free(c->pool);
+    c->pool = NULL;
+}
+
+void lmc_cctx_free(lmc_cctx* c)
+{
+    if (!c) return;
+    free_jobs(c);
+    lmc_segs_free(&c->segs);
+    free(c->inbuf); free(c->seek); free(c->oq);
+    if (c->hstate) XXH3_freeState(c->hstate);
+    free(c);
+}
+
+size_t lmc_cctx_set_param(lmc_cctx* c, lmc_cparam p, long long v)
+{
+    LMC_RETURN_IF(!c, PARAM);
+    switch (p) {
+    case LMC_P_FORMAT:
+        LMC_RETURN_IF(v < LMC_FORMAT_AUTO || v > LMC_FORMAT_SAFETENSORS, PARAM);
+        c->fmt = (lmc_format)v; return 0;
+    case LMC_P_DTYPE:
+        LMC_RETURN_IF(v < 0 || v >= LMC_DTYPE_COUNT, PARAM);
+        c->dtype = (lmc_dtype)v; return 0;
+    case LMC_P_THREADS:
+        LMC_RETURN_IF(v < 1 || v > 256, PARAM);
+        c->threads = (unsigned)v; return 0;
+    case LMC_P_CHUNK_LOG:
+        LMC_RETURN_IF(v < LMC_CHUNK_LOG_MIN || v > LMC_CHUNK_LOG_MAX, PARAM);
+        c->chunk_log = (unsigned)v; return 0;
+    case LMC_P_LAYOUT:
+        LMC_RETURN_IF(v < 0 || v > 2, PARAM);
+        c->layout = (int)v; return 0;
+    case LMC_P_CONTENT_SIZE:
+        LMC_RETURN_IF(v < -1, PARAM);
+        c->pledged = v; return 0;
+    case LMC_P_CODERS:
+        LMC_RETURN_IF(v < 0 || v > 0xFF, PARAM);
+        c->coders = (unsigned)v | (1u << LMC_CODER_RAW); return 0;
+    }
+    return LMC_ERR(PARAM);
+}
+
+size_t lmc_cctx_set_ref_hashed(lmc_cctx* c, const void* ref, size_t size, uint64_t hash)
+{
+    LMC_RETURN_IF(!c || (!ref && size), PARAM);
+    LMC_RETURN_IF(c->stage != ST_IDLE, STAGE);
+    c->ref = (const uint8_t*)ref; c->ref_size = size; c->ref_hash = hash;
+    c->has_ref = ref != NULL;
+    return 0;
+}
+
+size_t lmc_cctx_set_ref(lmc_cctx* c, const void* ref, size_t size)
+{
+    return lmc_cctx_set_ref_hashed(c, ref, size, ref ? lmc_h64(ref, size) : 0);
+}
+
+size_t lmc_cctx_last_stats(const lmc_cctx* c, lmc_frame_stats* st)
+{
+    LMC_RETURN_IF(!c || !st, PARAM);
+    LMC_RETURN_IF(!c->have_last, STAGE);
+    *st = c->last;
+    return 0;
+}
+
+static size_t chunk_max(const lmc_cctx* c) { return (size_t)lmc_chunk_max_content(c->chunk_log); }
+
+static size_t ensure_jobs(lmc_cctx* c)
+{
+    if (c->njobs == c->threads && c->res_chunk_log == c->chunk_log) return 0;
+    free_jobs(c);
+    c->pool = lmc_pool_create(c->threads);
+    LMC_RETURN_IF(!c->pool, THREAD);
+    c->jobs = (enc_job*)calloc(c->threads, sizeof(enc_job));
+    LMC_RETURN_IF(!c->jobs, MEMORY);
+    c->njobs = c->threads;
+    c->res_chunk_log = c->chunk_log;
+    size_t const cm = chunk_max(c);
+    for (unsigned i = 0; i < c->njobs; i++) {
+        enc_job* const j = &c->jobs[i];
+        j->ws = (lmc_chunk_ws*)calloc(1, sizeof(lmc_chunk_ws));
+        LMC_RETURN_IF(!j->ws, MEMORY);
+        j->ws->streams = (uint8_t*)malloc(cm);
+        j->ws->streams_cap = cm;
+        j->out_cap = lmc_chunk_bound(cm) + LMC_BLOCK_SLACK;
+        j->out = (uint8_t*)malloc(j->out_cap);
+        LMC_RETURN_IF(!j->ws->streams || !j->out, MEMORY);
+    }
+    return 0;
+}
+
+static size_t push_piece(enc_job* j, const lmc_piece* p)
+{
+    /* tiny runs join a neighbouring width-1 piece: piece headers must stay small */
+    lmc_piece q = *p;
+    if (q.len < LMC_MIN_PIECE) { q.width = 1; q.xor_ref = 0; q.dtype = LMC_DTYPE_BYTES; q.float_like = 0; }
+    if (j->npieces) {
+        lmc_piece* const last = &j->pieces[j->npieces - 1];
+        if (q.width == 1 && !q.xor_ref && last->width == 1 && !last->xor_ref
+            && last->dtype == q.dtype && last->off + last->len == q.off) {
+            last->len += q.len;
+            return 0;
+        }
+    }
+    if (j->npieces == j->pcap) {
+        size_t const nc = j->pcap ? j->pcap * 2 : 64;
+        lmc_piece* const v = (lmc_piece*)realloc(j->pieces, nc * sizeof(*v));
+        LMC_RETURN_IF(!v, MEMORY);
+        j->pieces = v; j->pcap = nc;
+    }
+    j->pieces[j->npieces++] = q;
+    return 0;
+}
+
+/* Plans the chunk starting at content offset c0 when content is available up to
+ * `avail_end` (final: that is the end of the input). Returns 1 and fills the
+ * job if a chunk can be cut, 0 if more input is needed, or an error. */
+static size_t plan_chunk(lmc_cctx* c, enc_job* j, uint64_t c0, uint64_t avail_end, int final, uint64_t* c1out)
+{
+    uint64_t const C = (uint64_t)1 << c->chunk_log;
+    if (c0 >= avail_end) return 0;
+    uint64_t end;
+    if (avail_end - c0 >= C + 8) {
+        end = c0 + C;
+        size_t const si = lmc_segs_find(&c->segs, end, c->seg_hint);
+        const lmc_seg* const g = &c->segs.v[si];
+        uint64_t const rem = (end - g->off) % g->width;
+        if (rem) end = LMC_MIN(end + (g->width - rem), g->off + g->len);
+    } else if (final) {
+        end = avail_end;
+    } else {
+        return 0;
+    }
+    j->npieces = 0;
+    size_t si = lmc_segs_find(&c->segs, c0, c->seg_hint);
+    c->seg_hint = si;
+    for (uint64_t a = c0; a < end; si++) {
+        const lmc_seg* const g = &c->segs.v[si];
+        uint64_t const b = LMC_MIN(end, g->off + g->len);
+        lmc_piece p;
+        p.off = a; p.len = (uint32_t)(b - a); p.width = g->width; p.dtype = g->dtype;
+        p.xor_ref = g->xor_ref; p.float_like = g->float_like; p.ref_off = g->ref_off + (a - g->off);
+        LMC_FORWARD(push_piece(j, &p));
+        a = b;
+    }
+    j->size = (size_t)(end - c0);
+    *c1out = end;
+    return 1;
+}
+
+static void run_job(void* arg, size_t i)
+{
+    lmc_cctx* const c = (lmc_cctx*)arg;
+    enc_job* const j = &c->jobs[i];
+    memset(&j->st, 0, sizeof(j->st));
+    j->result = lmc_chunk_encode(j->ws, j->out, j->content, j->size, j->pieces, j->npieces,
+                                 c->has_ref ? c->ref : NULL, c->coders, c->layout, &j->st);
+}
+
+static size_t seek_push(lmc_cctx* c, uint32_t frame_size, uint32_t content_size, uint32_t checksum)
+{
+    if (c->seek_len + LMC_SEEK_ENTRY > c->seek_cap) {
+        size_t const nc = c->seek_cap ? c->seek_cap * 2 : 4096;
+        uint8_t* const v = (uint8_t*)realloc(c->seek, nc);
+        LMC_RETURN_IF(!v, MEMORY);
+        c->seek = v; c->seek_cap = nc;
+    }
+    uint8_t* const e = c->seek + c->seek_len;
+    lmc_wr32(e, frame_size); lmc_wr32(e + 4, content_size); lmc_wr32(e + 8, checksum);
+    c->seek_len += LMC_SEEK_ENTRY;
+    c->nchunks++;
+    return 0;
+}
+
+static void add_stats(lmc_frame_stats* a, const lmc_frame_stats* b)
+{
+    a->pieces += b->pieces; a->pieces_xor += b->pieces_xor; a->pieces_rotated += b->pieces_rotated;
+    for (int k = 0; k < LMC_CODER_COUNT; k++) { a->blocks[k] += b->blocks[k]; a->block_in[k] += b->block_in[k]; a->block_out[k] += b->block_out[k]; }
+    for (int d = 0; d < LMC_DTYPE_COUNT; d++) { a->dtype_in[d] += b->dtype_in[d]; a->dtype_out[d] += b->dtype_out[d]; }
+}
+
+/* Codes up to `threads` chunks from base (content offset base_off, `avail`
+ * bytes). Returns the content bytes consumed (0: need more input). The coded
+ * chunks are left in the job buffers: *njobs of them, in order. */
+static size_t encode_batch(lmc_cctx* c, const uint8_t* base, uint64_t base_off, size_t avail, int final, unsigned* njobs)
+{
+    uint64_t pos = base_off;
+    unsigned k = 0;
+    while (k < c->njobs) {
+        uint64_t end;
+        size_t const r = plan_chunk(c, &c->jobs[k], pos, base_off + avail, final, &end);
+        LMC_FORWARD(r);
+        if (!r) break;
+        c->jobs[k].content = base + (pos - base_off);
+        pos = end;
+        k++;
+    }
+    lmc_pool_run(c->pool, run_job, c, k);
+    for (unsigned i = 0; i < k; i++) {
+        enc_job* const j = &c->jobs[i];
+        XXH3_64bits_update(c->hstate, j->content, j->size);
+        LMC_FORWARD(seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12)));
+        add_stats(&c->stats, &j->st);
+        c->stats.chunks++;
+    }
+    *njobs = k;
+    return (size_t)(pos - base_off);
+}
+
+static void write_header(const lmc_cctx* c, uint8_t* h, int size_known, uint64_t size)
+{
+    memset(h, 0, LMC_HDR_SIZE);
+    lmc_wr32(h, LMC_MAGIC);
+    h[4] = LMC_FORMAT_VERSION;
+    h[5] = (uint8_t)((c->has_ref ? LMC_FLAG_REF : 0) | (size_known ? LMC_FLAG_SIZE : 0));
+    h[6] = (uint8_t)c->segs.format;
+    h[7] = (uint8_t)(c->segs.format == LMC_FORMAT_RAW ? c->dtype : 0);
+    h[8] = (uint8_t)c->chunk_log;
+    lmc_wr64(h + 12, size_known ? size : 0);
+    lmc_wr64(h + 20, c->has_ref ? (uint64_t)c->ref_size : 0);
+    lmc_wr64(h + 28, c->has_ref ? c->ref_hash : 0);
+    lmc_wr32(h + 36, lmc_h32(h, 36));
+}
+
+static size_t trailer_size(const lmc_cctx* c) { return LMC_END_MARKER + c->seek_len + LMC_FOOTER_SIZE; }
+
+static void write_trailer(lmc_cctx* c, uint8_t* p, uint64_t content_size)
+{
+    lmc_wr32(p, 0);
+    p += LMC_END_MARKER;
+    memcpy(p, c->seek, c->seek_len);
+    uint8_t* const f = p + c->seek_len;
+    lmc_wr64(f, c->nchunks);
+    lmc_wr64(f + 8, content_size);
+    lmc_wr64(f + 16, XXH3_64bits_digest(c->hstate));
+    lmc_wr32(f + 24, lmc_h32(p, c->seek_len + 24));
+    lmc_wr32(f + 28, LMC_FOOTER_MAGIC);
+}
+
+static size_t begin_frame(lmc_cctx* c)
+{
+    LMC_FORWARD(ensure_jobs(c));
+    if (!c->hstate) { c->hstate = XXH3_createState(); LMC_RETURN_IF(!c->hstate, MEMORY); }
+    XXH3_64bits_reset(c->hstate);
+    c->seek_len = 0; c->nchunks = 0; c->seg_hint = 0;
+    c->in_len = 0; c->in_off = 0; c->total_in = 0;
+    c->oq_len = 0; c->oq_pos = 0;
+    memset(&c->stats, 0, sizeof(c->stats));
+    c->have_last = 0;
+    return 0;
+}
+
+static void end_frame(lmc_cctx* c, uint64_t content, uint64_t frame_size, const uint8_t* header)
+{
+    c->stats.content_size = content;
+    c->stats.frame_size = frame_size;
+    c->stats.content_hash = XXH3_64bits_digest(c->hstate);
+    lmc_get_frame_header(&c->stats.header, header, LMC_HDR_SIZE);
+    c->last = c->stats;
+    c->have_last = 1;
+}
+
+size_t lmc_compress(lmc_cctx* c, void* dst, size_t cap, const void* srcv, size_t n)
+{
+    LMC_RETURN_IF(!c || (!dst && cap) || (!srcv && n), PARAM);
+    c->stage = ST_IDLE;
+    const uint8_t* const src = (const uint8_t*)srcv;
+    LMC_FORWARD(begin_frame(c));
+    LMC_FORWARD(lmc_segs_build(&c->segs, c->fmt, c->dtype, src, n, n, c->has_ref ? c->ref : NULL, c->has_ref ? c->ref_size : 0));
+    uint8_t* const d = (uint8_t*)dst;
+    LMC_RETURN_IF(cap < LMC_HDR_SIZE, DST_TOO_SMALL);
+    write_header(c, d, 1, n);
+    size_t op = LMC_HDR_SIZE, ip = 0;
+    while (ip < n) {
+        unsigned k;
+        size_t const used = encode_batch(c, src + ip, ip, n - ip, 1, &k);
+        LMC_FORWARD(used);
+        for (unsigned i = 0; i < k; i++) {
+            LMC_RETURN_IF(cap - op < c->jobs[i].result, DST_TOO_SMALL);
+            memcpy(d + op, c->jobs[i].out, c->jobs[i].result);
+            op += c->jobs[i].result;
+        }
+        ip += used;
+    }
+    LMC_RETURN_IF(cap - op < trailer_size(c), DST_TOO_SMALL);
+    write_trailer(c, d + op, n);
+    op += trailer_size(c);
+    end_frame(c, n, op, d);
+    return op;
+}
+
+/*-*** streaming ***-*/
+
+static size_t oq_reserve(lmc_cctx* c, size_t more)
+{
+    if (c->oq_len + more <= c->oq_cap) return 0;
+    size_t nc = c->oq_cap ? c->oq_cap : 1 << 16;
+    while (nc < c->oq_len + more) nc *= 2;
+    uint8_t* const v = (uint8_t*)realloc(c->oq, nc);
+    LMC_RETURN_IF(!v, MEMORY);
+    c->oq = v; c->oq_cap = nc;
+    return 0;
+}
+
+static void oq_flush(lmc_cctx* c, lmc_outbuf* out)
+{
+    size_t const k = LMC_MIN(c->oq_len - c->oq_pos, out->size - out->pos);
+    memcpy((uint8_t*)out->dst + out->pos, c->oq + c->oq_pos, k);
+    out->pos += k; c->oq_pos += k;
+    if (c->oq_pos == c->oq_len) { c->oq_pos = 0; c->oq_len = 0; }
+}
+
+static size_t take_input(lmc_cctx* c, lmc_inbuf* in, size_t want_total)
+{
+    if (c->in_cap < want_total) {
+        uint8_t* const v = (uint8_t*)realloc(c->inbuf, want_total);
+        LMC_RETURN_IF(!v, MEMORY);
+        c->inbuf = v; c->in_cap = want_total;
+    }
+    size_t const k = LMC_MIN(in->size - in->pos, want_total - c->in_len);
+    memcpy(c->inbuf + c->in_len, (const uint8_t*)in->src + in->pos, k);
+    in->pos += k; c->in_len += k; c->total_in += k;
+    return 0;
+}
+
+void lmc_cctx_reset(lmc_cctx* c)
+{
+    if (!c) return;
+    c->stage = ST_IDLE;
+    c->in_len = 0; c->oq_len = 0; c->oq_pos = 0;
+}
+
+static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
+{
+    for (;;) {
+        oq_flush(c, out);
+        if (c->oq_len) return c->oq_len - c->oq_pos;
+        int const input_done = end && in->pos == in->size;
+        if (c->stage == ST_IDLE) {
+            LMC_FORWARD(begin_frame(c));
+            c->stage = ST_HEADER;
+        }
+        if (c->stage == ST_HEADER) {
+            uint64_t need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len);
+            while (need && !(end && in->pos == in->size)) {
+                LMC_FORWARD(take_input(c, in, (size_t)need));
+                if (c->in_len < need) return 1;  /* want more input */
+                need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len);
+            }
+            uint64_t const fsz = c->pledged >= 0 ? (uint64_t)c->pledged : UINT64_MAX;
+            LMC_FORWARD(lmc_segs_build(&c->segs, c->fmt, c->dtype, c->inbuf, c->in_len, fsz,
+                                       c->has_ref ? c->ref : NULL, c->has_ref ? c->ref_size : 0));
+            LMC_FORWARD(oq_reserve(c, LMC_HDR_SIZE));
+            write_header(c, c->hdr, c->pledged >= 0, c->pledged >= 0 ? (uint64_t)c->pledged : 0);
+            memcpy(c->oq + c->oq_len, c->hdr, LMC_HDR_SIZE);
+            c->oq_len += LMC_HDR_SIZE;
+            c->frame_bytes = LMC_HDR_SIZE;
+            c->stage = ST_CHUNKS;
+            continue;
+        }
+        if (c->stage == ST_CHUNKS) {
+            size_t const batch = c->njobs * chunk_max(c);
+            LMC_FORWARD(take_input(c, in, LMC_MAX(batch, c->in_len)));
+            int const final = end && in->pos == in->size;
+            unsigned k = 0;
+            size_t used = 0;
+            if (c->in_len >= batch || final) {
+                used = encode_batch(c, c->inbuf, c->in_off, c->in_len, final, &k);
+                LMC_FORWARD(used);
+            }
+            if (k) {
+                size_t tot = 0;
+                for (unsigned i = 0; i < k; i++) tot += c->jobs[i].result;
+                LMC_FORWARD(oq_reserve(c, tot));
+                for (unsigned i = 0; i < k; i++) {
+                    memcpy(c->oq + c->oq_len, c->jobs[i].out, c->jobs[i].result);
+                    c->oq_len += c->jobs[i].result;
+                    c->frame_bytes += c->jobs[i].result;
+                }
+                memmove(c->inbuf, c->inbuf + used, c->in_len - used);
+                c->in_len -= used; c->in_off += used;
+                continue;
+            }
+            if (!final) return 1;  /* want more input */
+            /* all input coded: finish the frame */
+            LMC_RETURN_IF(c->pledged >= 0 && (uint64_t)c->pledged != c->total_in, SIZE_MISMATCH);
+            LMC_FORWARD(oq_reserve(c, trailer_size(c)));
+            write_trailer(c, c->oq + c->oq_len, c->total_in);
+            c->oq_len += trailer_size(c);
+            c->frame_bytes += trailer_size(c);
+            c->stage = ST_DONE;
+            continue;
+        }
+        /* ST_DONE: everything flushed */
+        (void)input_done;
+        end_frame(c, c->total_in, c->frame_bytes, c->hdr);
+        c->stage = ST_IDLE;
+        return 0;
+    }
+}
+
+size_t lmc_compress_stream(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
+{
+    LMC_RETURN_IF(!c || !out || !in || in->pos > in->size || out->pos > out->size, PARAM);
+    size_t const r = stream_step(c, out, in, end);
+    if (LMC_IS_ERR(r)) lmc_cctx_reset(c);
+    return r;
+}
