@@ -39,3 +39,37 @@ clean:
 	rm -rf build lmc liblmc.a liblmc.so tests/*.bin
 
 -include $(LIB_OBJ:.o=.d) $(LIB_PIC:.o=.d)
+
+# ---- tests -------------------------------------------------------------
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BIN  := $(TEST_SRC:tests/%.c=build/tests/%)
+TEST_LIBS := $(LDLIBS) -lcmocka
+
+build/tests/%: tests/%.c liblmc.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) $< liblmc.a $(TEST_LIBS) -o $@
+
+deps:
+	@sh tools/deps.sh
+
+# Unit tests (cmocka), then CLI tests. `make test` installs what it needs first.
+test: deps
+	$(MAKE) all $(TEST_BIN)
+	@$(MAKE) --no-print-directory test-unit test-cli
+
+test-unit: $(TEST_BIN)
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; ./$$t; done
+
+test-cli: lmc
+	@bash tests/cli_test.sh ./lmc
+
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan:
+	$(MAKE) clean
+	$(MAKE) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" LDFLAGS=-fsanitize=address,undefined all $(TEST_BIN)
+	$(MAKE) --no-print-directory CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-unit test-cli
+
+# ---- demo --------------------------------------------------------------
+demo: deps
+	$(MAKE) all
+	@bash tools/demo.sh

@@ -9,7 +9,13 @@
 #define LMC_HUF_MAXBITS   11
 #define LMC_HUF_TABLE_SIZE (1u << LMC_HUF_MAXBITS)
 #define LMC_ALPHA_LIT     256
-#define LMC_RUN_CODES     17          /* run symbols 256+k, k = 0..16: 2^k + k extra bits */
+/* Run symbols (RLE_HUF): 256..271 repeat the previous byte 1..16 times;
+ * 272+j (j = 0..11) repeat it 16*2^j + 1 + e times, e in 4+j extra bits.
+ * Exact short lengths let the Huffman code follow the (roughly geometric)
+ * run-length distribution instead of paying raw extra bits for it. */
+#define LMC_RUN_EXACT     16
+#define LMC_RUN_CLASSES   12
+#define LMC_RUN_CODES     (LMC_RUN_EXACT + LMC_RUN_CLASSES)
 #define LMC_ALPHA_RLE     (LMC_ALPHA_LIT + LMC_RUN_CODES)
 #define LMC_NIBBLE_ZRUN   15          /* table nibble: next nibble z gives z+3 absent symbols */
 

@@ -152,12 +152,12 @@ static size_t decode_rle(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_
     LMC_RETURN_IF(lmc_huf_canonical(ws->code, ws->len, LMC_ALPHA_RLE) != 0, CORRUPT);
     build_rle_table(ws->rle, ws->len, ws->code);
     const uint32_t* const T = ws->rle;
-    LMC_RETURN_IF(size - tsz < 3, TRUNCATED);
-    size_t const ntok = lmc_rd24(src + tsz);
+    LMC_RETURN_IF(size - tsz < 4, TRUNCATED);
+    uint8_t const rb = src[tsz];
+    size_t const ntok = lmc_rd24(src + tsz + 1);
     LMC_RETURN_IF(ntok == 0 || ntok > m, CORRUPT);
-    bitr r = { src + tsz + 3, size - tsz - 3, 0, 0, 0 };
+    bitr r = { src + tsz + 4, size - tsz - 4, 0, 0, 0 };
     size_t o = 0;
-    uint8_t prev = 0;
     for (size_t t = 0; t < ntok; t++) {
         br_refill_safe(&r);
         uint32_t const e = T[r.bits & MASK];
@@ -166,13 +166,18 @@ static size_t decode_rle(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_
         r.bits >>= l; r.n -= l;
         if (s < LMC_ALPHA_LIT) {
             LMC_RETURN_IF(o >= m, CORRUPT);
-            dst[o++] = prev = (uint8_t)s;
+            dst[o++] = (uint8_t)s;
         } else {
-            unsigned const k = s - LMC_ALPHA_LIT;
-            size_t const run = ((size_t)1 << k) + (size_t)(r.bits & ((1u << k) - 1));
-            r.bits >>= k; r.n -= k;
+            size_t run;
+            if (s < LMC_ALPHA_LIT + LMC_RUN_EXACT) {
+                run = s - LMC_ALPHA_LIT + 1;
+            } else {
+                unsigned const j = s - (LMC_ALPHA_LIT + LMC_RUN_EXACT), nb = 4 + j;
+                run = ((size_t)LMC_RUN_EXACT << j) + 1 + (size_t)(r.bits & ((1u << nb) - 1));
+                r.bits >>= nb; r.n -= nb;
+            }
             LMC_RETURN_IF(run > m - o, CORRUPT);
-            memset(dst + o, prev, run);
+            memset(dst + o, rb, run);
             o += run;
         }
     }

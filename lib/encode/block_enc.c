@@ -185,27 +185,36 @@ static uint64_t cost_bits(const uint32_t* freq, const uint8_t* len, unsigned alp
     return bits;
 }
 
-/* RLE tokens: literal bytes, or "repeat previous byte 2^k + e times". */
-static size_t rle_tokenize(lmc_block_ws* ws, const uint8_t* src, size_t m, uint64_t* extra_bits)
+/* RLE tokens: runs of the block's most frequent byte `rb` (see huf.h), and
+ * literals for every other byte. Runs of one fixed byte, rather than of the
+ * previous byte, let a run follow any literal: in a delta's high-byte stream
+ * zero runs are separated by single non-zero bytes. */
+static size_t rle_tokenize(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8_t rb, uint64_t* extra_bits)
 {
     size_t t = 0, i = 0;
     uint64_t ext = 0;
-    uint8_t prev = 0;
     memset(ws->freq, 0, sizeof(ws->freq));
     while (i < m) {
-        if (src[i] != prev) {
-            prev = src[i];
-            ws->tok_sym[t++] = prev; ws->freq[prev]++;
+        if (src[i] != rb) {
+            ws->tok_sym[t++] = src[i]; ws->freq[src[i]]++;
             i++;
             continue;
         }
         size_t r = 1;
-        while (i + r < m && src[i + r] == prev) r++;
-        unsigned k = 31u - (unsigned)__builtin_clz((unsigned)r);  /* 2^k <= r < 2^(k+1) */
-        ws->tok_sym[t] = (uint16_t)(LMC_ALPHA_LIT + k);
-        ws->tok_ext[t] = (uint16_t)(r - ((size_t)1 << k));
-        ws->freq[LMC_ALPHA_LIT + k]++;
-        ext += k;
+        while (i + r < m && src[i + r] == rb) r++;
+        if (r <= LMC_RUN_EXACT) {
+            ws->tok_sym[t] = (uint16_t)(LMC_ALPHA_LIT + r - 1);
+            ws->tok_ext[t] = 0;
+            ws->freq[LMC_ALPHA_LIT + r - 1]++;
+        } else {
+            /* j = floor(log2((r - 1) / 16)): r in [16*2^j + 1, 16*2^(j+1)] */
+            unsigned const j = 31u - (unsigned)__builtin_clz((unsigned)((r - 1) / LMC_RUN_EXACT));
+            unsigned const sym = LMC_ALPHA_LIT + LMC_RUN_EXACT + j;
+            ws->tok_sym[t] = (uint16_t)sym;
+            ws->tok_ext[t] = (uint16_t)(r - ((size_t)LMC_RUN_EXACT << j) - 1);
+            ws->freq[sym]++;
+            ext += 4 + j;
+        }
         t++;
         i += r;
     }
@@ -239,10 +248,10 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
     size_t ntok = 0;
     if ((coders & (1u << LMC_CODER_RLE_HUF)) && (uint64_t)hist[top] * 4 > m) {
         uint64_t ext;
-        ntok = rle_tokenize(ws, src, m, &ext);
+        ntok = rle_tokenize(ws, src, m, (uint8_t)top, &ext);
         lmc_huf_lengths(ws, ws->len_rle, ws->freq, LMC_ALPHA_RLE, LMC_HUF_MAXBITS);
         uint64_t const bits = cost_bits(ws->freq, ws->len_rle, LMC_ALPHA_RLE) + ext;
-        size_t const sz = 1 + 3 + table_size(ws->len_rle, LMC_ALPHA_RLE) + 3 + (size_t)((bits + 7) >> 3);
+        size_t const sz = 1 + 3 + table_size(ws->len_rle, LMC_ALPHA_RLE) + 1 + 3 + (size_t)((bits + 7) >> 3);
         if (sz < best) { best = sz; mode = LMC_CODER_RLE_HUF; }
     }
 
@@ -274,13 +283,14 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         uint8_t* p = dst + 4;
         p += write_table(p, ws->len_rle, LMC_ALPHA_RLE);
         lmc_huf_canonical(ws->code, ws->len_rle, LMC_ALPHA_RLE);
+        *p++ = (uint8_t)top;
         lmc_wr24(p, (uint32_t)ntok);
         p += 3;
         bitw w = { p, 0, 0 };
         for (size_t t = 0; t < ntok; t++) {
             unsigned const s = ws->tok_sym[t];
             bw_put(&w, ws->code[s], ws->len_rle[s]);
-            if (s >= LMC_ALPHA_LIT) bw_put(&w, ws->tok_ext[t], s - LMC_ALPHA_LIT);
+            if (s >= LMC_ALPHA_LIT + LMC_RUN_EXACT) bw_put(&w, ws->tok_ext[t], s - (LMC_ALPHA_LIT + LMC_RUN_EXACT) + 4);
             bw_flush(&w);
         }
         p = bw_close(&w);

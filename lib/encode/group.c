@@ -63,28 +63,31 @@ static double entropy_bits(const uint32_t* h, uint32_t total)
 int lmc_choose_layout(const uint8_t* src, const uint8_t* ref, size_t n, unsigned w)
 {
     if (w < 2 || n < 16) return 0;
-    enum { WINDOW = 512, WINDOWS = 32 };
-    uint32_t h[2][8][256];
+    /* Only the top two bytes differ in substance between the layouts (the
+     * rotation moves the sign out of the exponent byte); lower bytes are
+     * mantissa either way. Evenly spaced windows see the whole tensor. */
+    enum { WINDOW = 256, WINDOWS = 8 };
+    uint32_t h[4][256];
     memset(h, 0, sizeof(h));
-    uint32_t total = 0;
-    /* evenly spaced windows of contiguous values: cheap, and sees the whole tensor */
     size_t const nwin = n <= (size_t)WINDOW * WINDOWS ? 1 : WINDOWS;
     size_t const span = nwin == 1 ? n : WINDOW;
     size_t const stride = nwin == 1 ? 0 : (n - span) / (nwin - 1);
+    unsigned const bits = 8 * w;
     for (size_t wi = 0; wi < nwin; wi++) {
         size_t const start = wi * stride;
         for (size_t i = start; i < start + span; i++) {
-            uint64_t v = 0;
-            memcpy(&v, src + i * w, w);
-            if (ref) { uint64_t r = 0; memcpy(&r, ref + i * w, w); v ^= r; }
-            unsigned const bitsz = 8 * w;
-            uint64_t const mask = bitsz == 64 ? ~0ull : ((1ull << bitsz) - 1);
-            uint64_t const rv = ((v << 1) | (v >> (bitsz - 1))) & mask;
-            for (unsigned k = 0; k < w; k++) { h[0][k][(uint8_t)(v >> (8 * k))]++; h[1][k][(uint8_t)(rv >> (8 * k))]++; }
+            uint64_t v = w == 2 ? lmc_rd16(src + 2 * i) : w == 4 ? lmc_rd32(src + 4 * i) : lmc_rd64(src + 8 * i);
+            if (ref) v ^= w == 2 ? lmc_rd16(ref + 2 * i) : w == 4 ? lmc_rd32(ref + 4 * i) : lmc_rd64(ref + 8 * i);
+            /* top 16 bits of the value, and of the value rotated left by one */
+            uint32_t const top = (uint32_t)(v >> (bits - 16)) & 0xFFFF;
+            uint32_t const rtop = ((top << 1) | (uint32_t)((v >> (bits - 17)) & 1)) & 0xFFFF;
+            uint32_t const rot = w == 2 ? (((top << 1) | (top >> 15)) & 0xFFFF) : rtop;
+            h[0][top >> 8]++; h[1][top & 0xFF]++;
+            h[2][rot >> 8]++; h[3][rot & 0xFF]++;
         }
-        total += (uint32_t)span;
     }
-    double e0 = 0, e1 = 0;
-    for (unsigned k = 0; k < w; k++) { e0 += entropy_bits(h[0][k], total); e1 += entropy_bits(h[1][k], total); }
+    uint32_t const total = (uint32_t)(nwin * span);
+    double const e0 = entropy_bits(h[0], total) + entropy_bits(h[1], total);
+    double const e1 = entropy_bits(h[2], total) + entropy_bits(h[3], total);
     return e1 < e0 * 0.999 ? 1 : 0;
 }
