@@ -147,7 +147,8 @@ typedef enum {
 /* Sets a parameter. Takes effect at the next frame. Returns 0 or an error. */
 LMC_API size_t lmc_cctx_set_param(lmc_cctx* cctx, lmc_cparam p, long long value);
 
-/* Makes the next frames deltas against `ref` (NULL/0 to clear). The buffer is
+/* Makes the next frames deltas against `ref`; NULL clears it (a non-NULL
+ * pointer with size 0 is an empty reference). The buffer is
  * borrowed. Its hash is computed here (one pass) unless lmc_cctx_set_ref_hashed
  * is used with a hash the caller already knows (e.g. from a previous frame). */
 LMC_API size_t lmc_cctx_set_ref(lmc_cctx* cctx, const void* ref, size_t refSize);
@@ -166,7 +167,8 @@ LMC_API size_t lmc_compress(lmc_cctx* cctx, void* dst, size_t dstCapacity,
 typedef struct { const void* src; size_t size; size_t pos; } lmc_inbuf;
 typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
 
-/* Consumes input and produces output, advancing in->pos and out->pos.
+/* Consumes input and produces output, advancing in->pos and out->pos. Calls
+ * block while worker threads code a batch of chunks.
  * Call with end=0 while more input will follow, then with end=1 until it
  * returns 0. Returns 0 when the frame is complete and fully flushed; a
  * positive number while work remains (a hint: bytes waiting to be flushed,
@@ -206,8 +208,12 @@ LMC_API size_t lmc_decompress(lmc_dctx* dctx, void* dst, size_t dstCapacity,
 
 /* Streaming decompression. Returns 0 when a whole frame has been decoded,
  * verified and flushed; a positive hint while more input is expected or
- * output is waiting; or an error. Bytes after the frame's end are an error
- * (LMC_ERR_TRAILING). */
+ * output is waiting; or an error. Bytes after the frame's end in the same call
+ * are an error (LMC_ERR_TRAILING); a call after 0 starts a new frame. If the
+ * input ends while the last call returned a positive value, the frame is
+ * truncated. Calls block while worker threads decode a batch of chunks. The
+ * whole-content hash is only known at the end: a caller that must not keep
+ * unverified output writes it to a temporary place until 0 is returned. */
 LMC_API size_t lmc_decompress_stream(lmc_dctx* dctx, lmc_outbuf* out, lmc_inbuf* in);
 LMC_API void   lmc_dctx_reset(lmc_dctx* dctx);
 

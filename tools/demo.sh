@@ -12,7 +12,7 @@ steps=$(ls -d "$traj"/step-* | sort)
 size() { stat -c %s "$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 
-printf '%-34s %10s %7s %7s %7s %7s %7s %7s\n' "file (kind)" "bytes" "lmc" "zstd-3" "zstd-19" "bzip2-9" "xz-6" "ok"
+printf '%-44s %10s %7s %7s %7s %7s %7s %7s\n' "file (kind)" "bytes" "lmc" "zstd-3" "zstd-19" "bzip2-9" "xz-6" "ok"
 total_in=0; total_lmc=0; total_zstd=0; total_bz=0
 prev=""
 for s in $steps; do
@@ -39,7 +39,7 @@ for s in $steps; do
         z19=$(zstd -q -19 -c "$peer_in" | wc -c)
         bz=$(bzip2 -9 -c "$peer_in" | wc -c)
         xz6=$(xz -6 -c "$peer_in" | wc -c)
-        printf '%-34s %10d %7s %7s %7s %7s %7s %7s\n' "$(basename "$s")/$name ($kind)" "$n" \
+        printf '%-44s %10d %7s %7s %7s %7s %7s %7s\n' "$(basename "$s")/$name ($kind)" "$n" \
             "$(ratio "$zl" "$n")" "$(ratio "$z3" "$n")" "$(ratio "$z19" "$n")" "$(ratio "$bz" "$n")" "$(ratio "$xz6" "$n")" "$ok"
         [ "$ok" = ok ] || { echo "demo: $f did not round-trip" >&2; exit 1; }
         total_in=$((total_in + n)); total_lmc=$((total_lmc + zl)); total_zstd=$((total_zstd + z3)); total_bz=$((total_bz + bz))

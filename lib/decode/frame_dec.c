@@ -372,8 +372,9 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
                 j->payload = j->pbuf; j->dst = j->cbuf;
                 d->nready++;
             }
-            int const input_empty = in->pos == in->size;
-            if (d->nready && (d->nready == d->njobs || d->end_seen || input_empty)) {
+            /* a batch runs on full slots only: a chunk half-gathered in the next
+             * slot must not be left behind when slots restart at 0 */
+            if (d->nready && (d->nready == d->njobs || d->end_seen)) {
                 unsigned const k = d->nready;
                 LMC_FORWARD(run_batch(d, k));
                 for (unsigned i = 0; i < k; i++) { d->jobs[i].head_have = 0; d->jobs[i].have = 0; }

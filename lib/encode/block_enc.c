@@ -2,8 +2,7 @@
  *
  * The mode is chosen by exact size, not by estimate: Huffman lengths give the
  * bit count of the payload before anything is written, so only the winner is
- * ever encoded. RLE is only tokenised when one byte value covers over a
- * quarter of the block: below that, runs cannot pay for themselves. */
+ * ever encoded. */
 #include <string.h>
 #include "block_enc.h"
 #include "mem.h"
@@ -246,7 +245,20 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         if (huf_size < best) { best = huf_size; mode = LMC_CODER_HUF; }
     }
     size_t ntok = 0;
+    /* The tokeniser is the costliest step here, so it only runs where runs can
+     * pay: the top byte covers over half the block, or over a quarter with
+     * runs of 2 or more on average (counted by a cheap vectorisable pass). */
+    int try_rle = 0;
     if ((coders & (1u << LMC_CODER_RLE_HUF)) && (uint64_t)hist[top] * 4 > m) {
+        if ((uint64_t)hist[top] * 2 > m) {
+            try_rle = 1;
+        } else {
+            size_t starts = src[0] == top;
+            for (size_t i = 1; i < m; i++) starts += (src[i] == top) & (src[i - 1] != top);
+            try_rle = starts * 2 <= hist[top];
+        }
+    }
+    if (try_rle) {
         uint64_t ext;
         ntok = rle_tokenize(ws, src, m, (uint8_t)top, &ext);
         lmc_huf_lengths(ws, ws->len_rle, ws->freq, LMC_ALPHA_RLE, LMC_HUF_MAXBITS);

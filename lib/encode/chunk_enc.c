@@ -28,20 +28,23 @@ static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, c
 {
     unsigned const w = pc->width;
     size_t const n = pc->len / w, tail = pc->len % w;
-    const uint8_t* const r = pc->xor_ref ? ref + pc->ref_off : NULL;
+    const uint8_t* r = pc->xor_ref ? ref + pc->ref_off : NULL;
     int rot = 0;
-    if (w > 1 && pc->float_like) {
-        if (layout == 0) rot = lmc_choose_layout(src, r, n, w);
-        else rot = layout == 2;
+    if (layout == 0) {
+        unsigned const how = lmc_choose_coding(src, r, n, w, pc->float_like);
+        rot = (how & LMC_CODING_ROT) != 0;
+        if (!(how & LMC_CODING_XOR)) r = NULL;
+    } else {
+        rot = w > 1 && pc->float_like && layout == 2;
     }
     uint8_t* const start = p;
     lmc_wr32(p, pc->len);
     p[4] = (uint8_t)w;
-    p[5] = (uint8_t)((pc->xor_ref ? LMC_PIECE_XOR : 0) | (rot << LMC_PIECE_LAYOUT_SHIFT));
+    p[5] = (uint8_t)((r ? LMC_PIECE_XOR : 0) | (rot << LMC_PIECE_LAYOUT_SHIFT));
     p[6] = pc->dtype;
     p[7] = 0;
     p += LMC_PIECE_HDR;
-    if (pc->xor_ref) { lmc_wr64(p, pc->ref_off); p += 8; }
+    if (r) { lmc_wr64(p, pc->ref_off); p += 8; }
 
     lmc_group(ws->streams, src, r, n, w, rot);
     uint64_t coded = 0;
@@ -51,7 +54,7 @@ static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, c
         *p++ = r ? (uint8_t)(src[i] ^ r[i]) : src[i];
     }
     st->pieces++;
-    st->pieces_xor += pc->xor_ref != 0;
+    st->pieces_xor += r != NULL;
     st->pieces_rotated += rot;
     st->dtype_in[pc->dtype < LMC_DTYPE_COUNT ? pc->dtype : 0] += pc->len;
     st->dtype_out[pc->dtype < LMC_DTYPE_COUNT ? pc->dtype : 0] += (uint64_t)(p - start);

@@ -60,15 +60,17 @@ static double entropy_bits(const uint32_t* h, uint32_t total)
     return bits;
 }
 
-int lmc_choose_layout(const uint8_t* src, const uint8_t* ref, size_t n, unsigned w)
+unsigned lmc_choose_coding(const uint8_t* src, const uint8_t* ref, size_t n, unsigned w, int float_like)
 {
-    if (w < 2 || n < 16) return 0;
-    /* Only the top two bytes differ in substance between the layouts (the
-     * rotation moves the sign out of the exponent byte); lower bytes are
-     * mantissa either way. Evenly spaced windows see the whole tensor. */
+    int const try_rot = float_like && w >= 2;
+    if (n < 16 || (!try_rot && !ref)) return ref ? LMC_CODING_XOR : 0;
+    /* Candidates: {plain, XOR} x {grouped, rotated}, compared by the order-0
+     * entropy of their byte streams on evenly spaced windows of the piece.
+     * XOR is not always better: Adam moments change by more than their
+     * magnitude, and then the delta is noisier than the values. */
     enum { WINDOW = 256, WINDOWS = 8 };
-    uint32_t h[4][256];
-    memset(h, 0, sizeof(h));
+    uint32_t h[4][8][256];
+    memset(h, 0, sizeof(h[0]) * 4);
     size_t const nwin = n <= (size_t)WINDOW * WINDOWS ? 1 : WINDOWS;
     size_t const span = nwin == 1 ? n : WINDOW;
     size_t const stride = nwin == 1 ? 0 : (n - span) / (nwin - 1);
@@ -76,18 +78,25 @@ int lmc_choose_layout(const uint8_t* src, const uint8_t* ref, size_t n, unsigned
     for (size_t wi = 0; wi < nwin; wi++) {
         size_t const start = wi * stride;
         for (size_t i = start; i < start + span; i++) {
-            uint64_t v = w == 2 ? lmc_rd16(src + 2 * i) : w == 4 ? lmc_rd32(src + 4 * i) : lmc_rd64(src + 8 * i);
-            if (ref) v ^= w == 2 ? lmc_rd16(ref + 2 * i) : w == 4 ? lmc_rd32(ref + 4 * i) : lmc_rd64(ref + 8 * i);
-            /* top 16 bits of the value, and of the value rotated left by one */
-            uint32_t const top = (uint32_t)(v >> (bits - 16)) & 0xFFFF;
-            uint32_t const rtop = ((top << 1) | (uint32_t)((v >> (bits - 17)) & 1)) & 0xFFFF;
-            uint32_t const rot = w == 2 ? (((top << 1) | (top >> 15)) & 0xFFFF) : rtop;
-            h[0][top >> 8]++; h[1][top & 0xFF]++;
-            h[2][rot >> 8]++; h[3][rot & 0xFF]++;
+            uint64_t v = 0, r = 0;
+            memcpy(&v, src + i * w, w);
+            if (ref) memcpy(&r, ref + i * w, w);
+            for (unsigned c = 0; c < 4; c++) {
+                uint64_t x = (c & LMC_CODING_XOR) ? v ^ r : v;
+                if (c & LMC_CODING_ROT) x = bits == 64 ? ((x << 1) | (x >> 63)) : (((x << 1) | (x >> (bits - 1))) & ((1ull << bits) - 1));
+                for (unsigned k = 0; k < w; k++) h[c][k][(uint8_t)(x >> (8 * k))]++;
+            }
         }
     }
     uint32_t const total = (uint32_t)(nwin * span);
-    double const e0 = entropy_bits(h[0], total) + entropy_bits(h[1], total);
-    double const e1 = entropy_bits(h[2], total) + entropy_bits(h[3], total);
-    return e1 < e0 * 0.999 ? 1 : 0;
+    unsigned best = ref ? LMC_CODING_XOR : 0;
+    double best_e = 0;
+    for (unsigned k = 0; k < w; k++) best_e += entropy_bits(h[best][k], total);
+    for (unsigned c = 0; c < 4; c++) {
+        if (((c & LMC_CODING_XOR) && !ref) || ((c & LMC_CODING_ROT) && !try_rot) || c == best) continue;
+        double e = 0;
+        for (unsigned k = 0; k < w; k++) e += entropy_bits(h[c][k], total);
+        if (e < best_e * 0.995) { best_e = e; best = c; }
+    }
+    return best;
 }

@@ -10,8 +10,12 @@
  * With rotated, each value is rotated left by one bit (sign to bit 0). */
 void lmc_group(uint8_t* dst, const uint8_t* src, const uint8_t* ref, size_t n, unsigned w, int rotated);
 
-/* Picks the layout (0 byte-grouped, 1 sign-rotated) with the smaller order-0
- * entropy of its streams, estimated on a sample of the n values. */
-int lmc_choose_layout(const uint8_t* src, const uint8_t* ref, size_t n, unsigned w);
+#define LMC_CODING_ROT 1u   /* sign-rotated layout */
+#define LMC_CODING_XOR 2u   /* XOR against the reference */
+
+/* Picks how to code n values of w bytes: with or without the XOR against ref
+ * (when ref is given) and, for floats, grouped or sign-rotated; by the order-0
+ * entropy of the resulting streams on a sample. Returns LMC_CODING_* bits. */
+unsigned lmc_choose_coding(const uint8_t* src, const uint8_t* ref, size_t n, unsigned w, int float_like);
 
 #endif

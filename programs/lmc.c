@@ -1,0 +1,1215 @@
+/*
+ * lmc.c - command-line interface of liblmc (zstd conventions).
+ *
+ *   lmc [OPTIONS] FILE...          compress each FILE to FILE.lmc
+ *   lmc -d [OPTIONS] FILE.lmc...   decompress (suffix stripped)
+ *
+ * Uses only the public API in include/lmc.h. Memory is bounded whatever the
+ * file size: data goes through the streaming API in fixed-size buffers, and a
+ * reference checkpoint is mmap()ed read-only. Output is written to a
+ * temporary file next to the target and renamed only after success; it is
+ * removed on any error and on SIGINT/SIGTERM/SIGHUP.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lmc.h"
+
+#ifndef PATH_MAX
+#  define PATH_MAX 4096
+#endif
+#ifndef RENAME_NOREPLACE
+#  define RENAME_NOREPLACE (1 << 0)
+#endif
+
+#define SUFFIX     ".lmc"
+#define SUFFIX_LEN 4
+#define IN_BUF_SIZE  ((size_t)2 << 20)
+#define OUT_BUF_SIZE ((size_t)2 << 20)
+#define STUCK_LIMIT  1000000u  /* calls without progress before giving up */
+
+enum { MODE_COMPRESS, MODE_DECOMPRESS, MODE_TEST, MODE_LIST, MODE_BENCH };
+
+static struct {
+    int mode;
+    int decompress_flag;
+    int to_stdout;
+    int rm;
+    int force;
+    int threads;       /* resolved (>= 1) */
+    int verbose;
+    int quiet;
+    int progress;      /* -1 auto, 0 off, 1 on */
+    int format;        /* lmc_format */
+    int format_set;
+    int dtype;         /* lmc_dtype */
+    int dtype_set;
+    int iters;
+    const char* out_name;
+    const char* ref_name;
+} g_opt;
+
+static const char* g_prog = "lmc";
+
+/* Reference checkpoint, mmap()ed once for all files. */
+static const void* g_ref = NULL;
+static size_t g_ref_size = 0;
+static int g_ref_mapped = 0;
+static const unsigned char g_empty[1];
+
+/* Contexts and buffers, created on first use and reused for every file. */
+static lmc_cctx* g_cctx = NULL;
+static lmc_dctx* g_dctx = NULL;
+static unsigned char* g_inbuf = NULL;
+static unsigned char* g_outbuf = NULL;
+
+/* Temporary output file: removed by the signal handler. */
+static char g_tmp_path[PATH_MAX + 64];
+static volatile sig_atomic_t g_tmp_active = 0;
+
+static mode_t g_umask = 022;
+static int g_listed = 0;  /* files printed by -l so far */
+
+/*-************************************************************
+ * Messages
+ **************************************************************/
+static void errmsg(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static void errmsg(const char* fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "%s: ", g_prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void usage(FILE* f)
+{
+    fprintf(f,
+"Usage: lmc [OPTIONS] [FILE...]          compress each FILE to FILE.lmc\n"
+"       lmc -d [OPTIONS] [FILE.lmc...]   decompress (the .lmc suffix is stripped)\n"
+"       lmc -t|-l [OPTIONS] FILE.lmc...  test / list compressed files\n"
+"       lmc -b [OPTIONS] FILE...         benchmark in memory\n"
+"With no FILE, or when FILE is -, read standard input and write standard output.\n"
+"\n"
+"Operations:\n"
+"  -d, --decompress      decompress\n"
+"  -t, --test            decode and verify, write nothing\n"
+"  -l, --list            show frame information: sizes, ratio, dtypes, coders\n"
+"  -b, --bench           benchmark compression and decompression of FILE\n"
+"  -i N, --iterations=N  benchmark iterations (default 5)\n"
+"\n"
+"Options:\n"
+"  -r, --ref FILE        delta against (with -d: restore from) the reference\n"
+"                        checkpoint FILE; --ref=FILE also accepted\n"
+"  -o FILE, --output=FILE  write to FILE (only with one input; - is stdout)\n"
+"  -c, --stdout          write to standard output\n"
+"  -k, --keep            keep input files (default)\n"
+"      --rm              remove input files after success (compression output\n"
+"                        is verified by decoding it first); ignored with -c\n"
+"  -f, --force           overwrite existing outputs, allow terminal I/O\n"
+"  -T N, --threads=N     worker threads (default: online cores; 0 = all cores)\n"
+"      --format=F        input format: auto (default), safetensors, raw, generic\n"
+"      --dtype=D         value type for --format=raw: bf16, f16, f32, f64, u8,\n"
+"                        i8, i16, u16, i32, u32, i64, u64, bool, f8_e4m3,\n"
+"                        f8_e5m2 (implies --format=raw unless --format is given)\n"
+"  -v, --verbose         print a summary line per file (-l: more detail)\n"
+"  -q, --quiet           print only errors\n"
+"      --progress        show a progress line on stderr\n"
+"      --no-progress     never show progress\n"
+"  -h, --help            show this help and exit\n"
+"  -V, --version         show the version and exit\n"
+"  --                    end of options\n"
+"\n"
+"Exit status: 0 on success, 1 on any error.\n");
+}
+
+static void usage_error(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char* fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", g_prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s --help' for more information.\n", g_prog);
+    exit(1);
+}
+
+static double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*-************************************************************
+ * Signals and temporary files
+ **************************************************************/
+static void on_fatal_signal(int sig)
+{
+    (void)sig;
+    if (g_tmp_active) unlink(g_tmp_path);
+    _exit(1);
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGHUP);
+    {
+        /* like gzip: SIGINT/SIGHUP ignored at start (nohup, background jobs) stay ignored */
+        static const int sigs[] = { SIGINT, SIGHUP, SIGTERM };
+        unsigned k;
+        for (k = 0; k < sizeof sigs / sizeof sigs[0]; k++) {
+            struct sigaction cur;
+            if (sigs[k] != SIGTERM && sigaction(sigs[k], NULL, &cur) == 0 && cur.sa_handler == SIG_IGN)
+                continue;
+            sigaction(sigs[k], &sa, NULL);
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGXFSZ, SIG_IGN);
+}
+
+static void block_signals(sigset_t* old)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGHUP);
+    sigprocmask(SIG_BLOCK, &s, old);
+}
+
+static void restore_signals(const sigset_t* old) { sigprocmask(SIG_SETMASK, old, NULL); }
+
+/* Creates ".BASENAME.tmp-XXXXXX" in the folder of `out`. Returns an fd (O_RDWR) or -1. */
+static int tmp_create(const char* out)
+{
+    const char* slash = strrchr(out, '/');
+    size_t dirlen = slash ? (size_t)(slash - out) + 1 : 0;
+    const char* base = slash ? slash + 1 : out;
+    size_t baselen = strlen(base);
+    sigset_t old;
+    int fd, saved;
+
+    if (baselen > 200) baselen = 200;  /* keep the name under NAME_MAX */
+    if (dirlen + baselen + 16 >= sizeof g_tmp_path) { errno = ENAMETOOLONG; return -1; }
+    memcpy(g_tmp_path, out, dirlen);
+    g_tmp_path[dirlen] = '.';
+    memcpy(g_tmp_path + dirlen + 1, base, baselen);
+    strcpy(g_tmp_path + dirlen + 1 + baselen, ".tmp-XXXXXX");
+
+    block_signals(&old);
+    fd = mkostemp(g_tmp_path, O_CLOEXEC);
+    saved = errno;
+    if (fd >= 0) g_tmp_active = 1;
+    restore_signals(&old);
+    errno = saved;
+    return fd;
+}
+
+static void tmp_discard(void)
+{
+    sigset_t old;
+    block_signals(&old);
+    if (g_tmp_active) unlink(g_tmp_path);
+    g_tmp_active = 0;
+    restore_signals(&old);
+}
+
+/* Moves the temporary file to `out`. Without force, never replaces an existing file. */
+static int tmp_commit(const char* out, int force)
+{
+    sigset_t old;
+    int r, saved;
+    block_signals(&old);
+    if (force) {
+        r = rename(g_tmp_path, out);
+    } else {
+        r = renameat2(AT_FDCWD, g_tmp_path, AT_FDCWD, out, RENAME_NOREPLACE);
+        if (r != 0 && (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP)) {
+            /* file system without RENAME_NOREPLACE: check, then rename */
+            struct stat st;
+            if (lstat(out, &st) == 0) { errno = EEXIST; r = -1; }
+            else r = rename(g_tmp_path, out);
+        }
+    }
+    saved = errno;
+    if (r == 0) g_tmp_active = 0;
+    restore_signals(&old);
+    errno = saved;
+    return r;
+}
+
+/*-************************************************************
+ * I/O helpers
+ **************************************************************/
+/* Reads up to n bytes, stopping early only at end of file. Returns bytes or -1. */
+static ssize_t read_full(int fd, void* buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char*)buf + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+static int write_all(int fd, const void* buf, size_t n)
+{
+    const char* p = (const char*)buf;
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (w == 0) { errno = EIO; return -1; }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static uint64_t rd64le(const unsigned char* p)
+{
+    uint64_t v = 0;
+    int i;
+    for (i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static int parse_int(const char* s, long* out)
+{
+    char* end;
+    long v;
+    if (!s || !*s) return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || v < 0 || v > 1000000) return -1;
+    *out = v;
+    return 0;
+}
+
+/*-************************************************************
+ * Progress
+ **************************************************************/
+typedef struct {
+    int enabled;
+    const char* name;
+    double start, last;
+    uint64_t total;     /* input size, or 0 if unknown */
+    int known;
+    int shown;         /* width of the line on screen, 0 if none */
+} progress_t;
+
+static void progress_init(progress_t* p, const char* name, uint64_t total, int known)
+{
+    memset(p, 0, sizeof *p);
+    p->enabled = g_opt.progress > 0 || (g_opt.progress < 0 && !g_opt.quiet && isatty(2));
+    p->name = name;
+    p->total = total;
+    p->known = known && total > 0;
+    p->start = p->last = now_sec();
+}
+
+static void progress_update(progress_t* p, uint64_t in_done, uint64_t out_done)
+{
+    double t, el;
+    int w;
+    if (!p->enabled) return;
+    t = now_sec();
+    if (t - p->last < 0.1) return;
+    p->last = t;
+    el = t - p->start;
+    if (el <= 0) el = 1e-9;
+    if (p->known)
+        w = fprintf(stderr, "\r%s: %5.1f%%  %.1f MB -> %.1f MB  %.1f MB/s   ", p->name,
+                100.0 * (double)in_done / (double)p->total, (double)in_done / 1e6,
+                (double)out_done / 1e6, (double)in_done / 1e6 / el);
+    else
+        w = fprintf(stderr, "\r%s: %.1f MB -> %.1f MB  %.1f MB/s   ", p->name,
+                    (double)in_done / 1e6, (double)out_done / 1e6, (double)in_done / 1e6 / el);
+    if (w > p->shown) p->shown = w;
+}
+
+static void progress_clear(progress_t* p)
+{
+    if (p->shown) {
+        fprintf(stderr, "\r%*s\r", p->shown, "");
+        p->shown = 0;
+    }
+}
+
+/*-************************************************************
+ * Reference and contexts
+ **************************************************************/
+static int load_ref(void)
+{
+    struct stat st;
+    int fd;
+    if (!g_opt.ref_name) return 0;
+    fd = open(g_opt.ref_name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { errmsg("%s: cannot open reference: %s", g_opt.ref_name, strerror(errno)); return -1; }
+    if (fstat(fd, &st) != 0) {
+        errmsg("%s: cannot stat reference: %s", g_opt.ref_name, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errmsg("%s: reference is not a regular file", g_opt.ref_name);
+        close(fd);
+        return -1;
+    }
+    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
+        errmsg("%s: reference too large for this system", g_opt.ref_name);
+        close(fd);
+        return -1;
+    }
+    if (st.st_size == 0) {
+        g_ref = g_empty;  /* non-NULL: an empty reference, not "no reference" */
+        g_ref_size = 0;
+    } else {
+        void* p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            errmsg("%s: cannot map reference: %s", g_opt.ref_name, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        g_ref = p;
+        g_ref_size = (size_t)st.st_size;
+        g_ref_mapped = 1;
+    }
+    close(fd);
+    return 0;
+}
+
+static void unload_ref(void)
+{
+    if (g_ref_mapped) munmap((void*)g_ref, g_ref_size);
+    g_ref = NULL;
+    g_ref_size = 0;
+    g_ref_mapped = 0;
+}
+
+static int setup_cctx(void)
+{
+    size_t r;
+    if (g_cctx) return 0;
+    g_cctx = lmc_cctx_create();
+    if (!g_cctx) { errmsg("cannot create compression context: out of memory"); return -1; }
+    r = lmc_cctx_set_param(g_cctx, LMC_P_THREADS, g_opt.threads);
+    if (!lmc_is_error(r)) r = lmc_cctx_set_param(g_cctx, LMC_P_FORMAT, g_opt.format);
+    if (!lmc_is_error(r) && g_opt.dtype_set) r = lmc_cctx_set_param(g_cctx, LMC_P_DTYPE, g_opt.dtype);
+    if (lmc_is_error(r)) { errmsg("cannot set compression parameters: %s", lmc_error_name(r)); return -1; }
+    if (g_ref) {
+        r = lmc_cctx_set_ref(g_cctx, g_ref, g_ref_size);
+        if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); return -1; }
+    }
+    return 0;
+}
+
+static int setup_dctx(void)
+{
+    size_t r;
+    if (g_dctx) return 0;
+    g_dctx = lmc_dctx_create();
+    if (!g_dctx) { errmsg("cannot create decompression context: out of memory"); return -1; }
+    r = lmc_dctx_set_param(g_dctx, LMC_D_THREADS, g_opt.threads);
+    if (lmc_is_error(r)) { errmsg("cannot set decompression parameters: %s", lmc_error_name(r)); return -1; }
+    if (g_ref) {
+        r = lmc_dctx_set_ref(g_dctx, g_ref, g_ref_size);
+        if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); return -1; }
+    }
+    return 0;
+}
+
+static int setup_buffers(void)
+{
+    if (!g_inbuf) g_inbuf = (unsigned char*)malloc(IN_BUF_SIZE);
+    if (!g_outbuf) g_outbuf = (unsigned char*)malloc(OUT_BUF_SIZE);
+    if (!g_inbuf || !g_outbuf) { errmsg("out of memory"); return -1; }
+    return 0;
+}
+
+/* Prints a library error about `name` with a hint for reference errors. */
+static void lib_error(const char* name, size_t code)
+{
+    lmc_error e = lmc_get_error(code);
+    const char* msg = lmc_error_name(code);
+    int says_ref = strstr(msg, "reference") != NULL;
+    if (e == LMC_ERR_REF_REQUIRED)
+        errmsg("%s: %s%s", name, msg,
+               says_ref ? "" : " (this delta frame needs its reference checkpoint: use -r REF)");
+    else if (e == LMC_ERR_REF_WRONG)
+        errmsg("%s: %s%s (-r %s)", name, msg,
+               says_ref ? "" : ": the reference checkpoint does not match", g_opt.ref_name ? g_opt.ref_name : "?");
+    else
+        errmsg("%s: %s", name, msg);
+}
+
+/*-************************************************************
+ * Coding loops
+ **************************************************************/
+typedef struct {
+    const char* in_name;   /* for messages */
+    const char* out_name;  /* for messages; NULL when output is discarded */
+    int infd, outfd;       /* outfd < 0: discard output */
+    uint64_t in_bytes, out_bytes;
+    progress_t* prog;
+} job_t;
+
+static int job_write(job_t* j, const void* p, size_t n)
+{
+    if (n == 0) return 0;
+    j->out_bytes += n;
+    if (j->outfd < 0) return 0;
+    if (write_all(j->outfd, p, n) != 0) {
+        errmsg("%s: write error: %s", j->out_name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int run_compress(job_t* j)
+{
+    for (;;) {
+        ssize_t n = read_full(j->infd, g_inbuf, IN_BUF_SIZE);
+        lmc_inbuf in;
+        int end;
+        size_t r = 1;
+        unsigned stuck = 0;
+        if (n < 0) { errmsg("%s: read error: %s", j->in_name, strerror(errno)); return -1; }
+        end = (n == 0);
+        in.src = g_inbuf; in.size = (size_t)n; in.pos = 0;
+        j->in_bytes += (uint64_t)n;
+        for (;;) {
+            lmc_outbuf out;
+            size_t before = in.pos;
+            out.dst = g_outbuf; out.size = OUT_BUF_SIZE; out.pos = 0;
+            r = lmc_compress_stream(g_cctx, &out, &in, end);
+            if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
+            if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
+                errmsg("%s: internal error: the compressor makes no progress", j->in_name);
+                return -1;
+            }
+            if (in.pos != before || out.pos != 0) stuck = 0;
+            if (job_write(j, g_outbuf, out.pos) != 0) return -1;
+            progress_update(j->prog, j->in_bytes, j->out_bytes);
+            if (end ? r == 0 : (in.pos == in.size && out.pos < out.size)) break;
+        }
+        if (end) return 0;
+    }
+}
+
+/* Decodes one frame from j->infd. Returns 0, or -1 after printing an error. */
+static int run_decompress(job_t* j)
+{
+    int done = 0;
+    for (;;) {
+        ssize_t n = read_full(j->infd, g_inbuf, IN_BUF_SIZE);
+        lmc_inbuf in;
+        int eof;
+        unsigned stuck = 0;
+        if (n < 0) { errmsg("%s: read error: %s", j->in_name, strerror(errno)); return -1; }
+        eof = (n == 0);
+        in.src = g_inbuf; in.size = (size_t)n; in.pos = 0;
+        if (done) {
+            if (eof) return 0;
+            errmsg("%s: unexpected data after the end of the frame (trailing bytes)", j->in_name);
+            return -1;
+        }
+        for (;;) {
+            lmc_outbuf out;
+            size_t r;
+            size_t before = in.pos;
+            out.dst = g_outbuf; out.size = OUT_BUF_SIZE; out.pos = 0;
+            r = lmc_decompress_stream(g_dctx, &out, &in);
+            if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
+            if (r != 0 && in.pos == before && out.pos == 0 && in.pos < in.size && ++stuck > STUCK_LIMIT) {
+                errmsg("%s: internal error: the decompressor makes no progress", j->in_name);
+                return -1;
+            }
+            if (in.pos != before || out.pos != 0) stuck = 0;
+            j->in_bytes += in.pos - before;
+            if (job_write(j, g_outbuf, out.pos) != 0) return -1;
+            progress_update(j->prog, j->in_bytes, j->out_bytes);
+            if (r == 0) {
+                done = 1;
+                if (in.pos < in.size) {
+                    errmsg("%s: unexpected data after the end of the frame (trailing bytes)", j->in_name);
+                    return -1;
+                }
+                break;
+            }
+            if (in.pos == in.size && out.pos < out.size) break;
+        }
+        if (eof) {
+            if (done) return 0;
+            if (j->in_bytes == 0)
+                errmsg("%s: empty input: not an lmc frame", j->in_name);
+            else
+                errmsg("%s: input is truncated: the frame is incomplete", j->in_name);
+            return -1;
+        }
+    }
+}
+
+/*-************************************************************
+ * One file: compress, decompress or test
+ **************************************************************/
+static int has_suffix(const char* name)
+{
+    size_t n = strlen(name);
+    return n > SUFFIX_LEN && strcmp(name + n - SUFFIX_LEN, SUFFIX) == 0;
+}
+
+static void print_summary(const char* name, uint64_t in, uint64_t out, double secs, int decomp)
+{
+    uint64_t orig = decomp ? out : in, comp = decomp ? in : out;
+    double mbs = secs > 0 ? (double)orig / 1e6 / secs : 0.0;
+    if (orig)
+        fprintf(stderr, "%s: %llu -> %llu bytes (ratio %.3f), %.1f MB/s\n", name,
+                (unsigned long long)in, (unsigned long long)out, (double)comp / (double)orig, mbs);
+    else
+        fprintf(stderr, "%s: %llu -> %llu bytes (ratio -), %.1f MB/s\n", name,
+                (unsigned long long)in, (unsigned long long)out, mbs);
+}
+
+/* With --rm: decodes the finished output `fd` (frame_size bytes) with the same
+ * reference and checks it gives back content_size bytes with content_hash. */
+static int verify_output(const char* out_name, int fd, uint64_t frame_size,
+                         uint64_t content_size, uint64_t content_hash)
+{
+    unsigned char foot[32];
+    job_t v;
+    progress_t quiet_prog;
+    if (frame_size < 32 || pread(fd, foot, 32, (off_t)(frame_size - 32)) != 32) {
+        errmsg("%s: verification failed: cannot read the frame footer", out_name);
+        return -1;
+    }
+    if (rd64le(foot + 8) != content_size || rd64le(foot + 16) != content_hash) {
+        errmsg("%s: verification failed: frame footer does not match the input", out_name);
+        return -1;
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0) {
+        errmsg("%s: verification failed: cannot seek: %s", out_name, strerror(errno));
+        return -1;
+    }
+    if (setup_dctx() != 0) return -1;
+    lmc_dctx_reset(g_dctx);
+    memset(&quiet_prog, 0, sizeof quiet_prog);
+    memset(&v, 0, sizeof v);
+    v.in_name = out_name; v.out_name = NULL;
+    v.infd = fd; v.outfd = -1; v.prog = &quiet_prog;
+    if (run_decompress(&v) != 0) {
+        lmc_dctx_reset(g_dctx);
+        errmsg("%s: verification failed: the output does not decode; input kept", out_name);
+        return -1;
+    }
+    if (v.out_bytes != content_size) {
+        errmsg("%s: verification failed: decoded %llu bytes instead of %llu", out_name,
+               (unsigned long long)v.out_bytes, (unsigned long long)content_size);
+        return -1;
+    }
+    return 0;
+}
+
+static int process_file(const char* name)
+{
+    const int mode = g_opt.mode;
+    const int decomp = (mode != MODE_COMPRESS);
+    const int in_stdin = strcmp(name, "-") == 0;
+    const char* in_disp = in_stdin ? "stdin" : name;
+    char* out_path = NULL;
+    const char* out_disp = NULL;
+    int infd = -1, outfd = -1, use_tmp = 0, out_stdout = 0;
+    int ret = -1;
+    struct stat ist;
+    job_t j;
+    progress_t prog;
+    double t0, secs;
+
+    memset(&j, 0, sizeof j);
+    memset(&prog, 0, sizeof prog);
+
+    /* input */
+    if (in_stdin) {
+        infd = 0;
+        if (decomp && isatty(0) && !g_opt.force) {
+            errmsg("stdin is a terminal: refusing to read compressed data from it (use -f to force)");
+            return -1;
+        }
+    } else {
+        infd = open(name, O_RDONLY | O_CLOEXEC);
+        if (infd < 0) { errmsg("%s: %s", name, strerror(errno)); return -1; }
+    }
+    if (fstat(infd, &ist) != 0) { errmsg("%s: cannot stat: %s", in_disp, strerror(errno)); goto out; }
+    if (S_ISDIR(ist.st_mode)) { errmsg("%s: is a directory", in_disp); goto out; }
+
+    /* output */
+    if (mode == MODE_TEST) {
+        out_disp = NULL;
+    } else if (g_opt.out_name && strcmp(g_opt.out_name, "-") != 0) {
+        out_path = strdup(g_opt.out_name);
+    } else if (g_opt.to_stdout || g_opt.out_name || in_stdin) {
+        out_stdout = 1;
+    } else if (mode == MODE_COMPRESS) {
+        if (has_suffix(name)) {
+            errmsg("%s: already has the %s suffix -- ignored (use -o or -c to compress it anyway)", name, SUFFIX);
+            goto out;
+        }
+        out_path = (char*)malloc(strlen(name) + SUFFIX_LEN + 1);
+        if (out_path) { strcpy(out_path, name); strcat(out_path, SUFFIX); }
+    } else {
+        size_t n = strlen(name);
+        if (!has_suffix(name)) {
+            errmsg("%s: unknown suffix: expected a name ending in %s (use -o FILE or -c to choose the output)",
+                   name, SUFFIX);
+            goto out;
+        }
+        out_path = strndup(name, n - SUFFIX_LEN);
+    }
+    if (!out_stdout && mode != MODE_TEST && !out_path) { errmsg("out of memory"); goto out; }
+
+    if (out_stdout) {
+        out_disp = "stdout";
+        if (mode == MODE_COMPRESS && isatty(1) && !g_opt.force) {
+            errmsg("%s: stdout is a terminal: refusing to write compressed data to it (use -f to force)", in_disp);
+            goto out;
+        }
+        outfd = 1;
+    } else if (out_path) {
+        struct stat ost;
+        out_disp = out_path;
+        if (stat(out_path, &ost) == 0) {
+            if (ost.st_dev == ist.st_dev && ost.st_ino == ist.st_ino) {
+                errmsg("%s: input and output are the same file", in_disp);
+                goto out;
+            }
+            if (S_ISDIR(ost.st_mode)) { errmsg("%s: output is a directory", out_path); goto out; }
+            if (S_ISREG(ost.st_mode)) {
+                if (!g_opt.force) {
+                    errmsg("%s: already exists; not overwritten (use -f to overwrite)", out_path);
+                    goto out;
+                }
+                use_tmp = 1;
+            } else {
+                /* device or fifo (/dev/null, ...): write to it directly */
+                outfd = open(out_path, O_WRONLY | O_CLOEXEC);
+                if (outfd < 0) { errmsg("%s: %s", out_path, strerror(errno)); goto out; }
+            }
+        } else if (errno == ENOENT) {
+            use_tmp = 1;
+        } else {
+            errmsg("%s: %s", out_path, strerror(errno));
+            goto out;
+        }
+        if (use_tmp) {
+            outfd = tmp_create(out_path);
+            if (outfd < 0) {
+                errmsg("%s: cannot create output: %s", out_path, strerror(errno));
+                goto out;
+            }
+            if (fchmod(outfd, in_stdin ? (0666 & ~g_umask) : (ist.st_mode & 07777 & ~(mode_t)06000)) != 0) {
+                errmsg("%s: cannot set permissions: %s", out_path, strerror(errno));
+                goto out;
+            }
+        }
+    }
+
+    /* coding */
+    if (setup_buffers() != 0) goto out;
+    if (decomp ? setup_dctx() : setup_cctx()) goto out;
+    progress_init(&prog, in_disp, (uint64_t)ist.st_size, S_ISREG(ist.st_mode));
+    j.in_name = in_disp;
+    j.out_name = out_disp;
+    j.infd = infd;
+    j.outfd = (mode == MODE_TEST) ? -1 : outfd;
+    j.prog = &prog;
+    t0 = now_sec();
+    if (decomp) {
+        lmc_dctx_reset(g_dctx);
+        if (run_decompress(&j) != 0) { lmc_dctx_reset(g_dctx); progress_clear(&prog); goto out; }
+    } else {
+        size_t r;
+        lmc_cctx_reset(g_cctx);
+        r = lmc_cctx_set_param(g_cctx, LMC_P_CONTENT_SIZE,
+                               S_ISREG(ist.st_mode) ? (long long)ist.st_size : -1LL);
+        if (lmc_is_error(r)) { lib_error(in_disp, r); goto out; }
+        if (run_compress(&j) != 0) { lmc_cctx_reset(g_cctx); progress_clear(&prog); goto out; }
+    }
+    secs = now_sec() - t0;
+    progress_clear(&prog);
+
+    /* finish the output */
+    if (use_tmp) {
+        struct timespec ts[2];
+        int do_rm = g_opt.rm && !in_stdin;
+        if (do_rm && !decomp) {
+            lmc_frame_stats st;
+            size_t r = lmc_cctx_last_stats(g_cctx, &st);
+            if (lmc_is_error(r)) { lib_error(in_disp, r); goto out; }
+            if (verify_output(out_path, outfd, j.out_bytes, j.in_bytes, st.content_hash) != 0) goto out;
+        }
+        if (do_rm && fsync(outfd) != 0) {
+            errmsg("%s: write error: %s", out_path, strerror(errno));
+            goto out;
+        }
+        if (!in_stdin) {
+            ts[0] = ist.st_atim;
+            ts[1] = ist.st_mtim;
+            (void)futimens(outfd, ts);  /* best effort, like zstd */
+        }
+        if (close(outfd) != 0) {
+            outfd = -1;
+            errmsg("%s: write error: %s", out_path, strerror(errno));
+            goto out;
+        }
+        outfd = -1;
+        if (tmp_commit(out_path, g_opt.force) != 0) {
+            if (errno == EEXIST)
+                errmsg("%s: already exists; not overwritten (use -f to overwrite)", out_path);
+            else
+                errmsg("%s: cannot rename the temporary file into place: %s", out_path, strerror(errno));
+            goto out;
+        }
+    } else if (outfd > 1) {
+        if (close(outfd) != 0) {
+            outfd = -1;
+            errmsg("%s: write error: %s", out_path, strerror(errno));
+            goto out;
+        }
+        outfd = -1;
+    }
+
+    /* --rm: only once a regular output file is complete (never with -c, -t or a device) */
+    if (g_opt.rm && !in_stdin && use_tmp) {
+        if (unlink(name) != 0) {
+            errmsg("%s: cannot remove input: %s", name, strerror(errno));
+            goto out;
+        }
+    }
+
+    if (mode == MODE_TEST) {
+        if (!g_opt.quiet) {
+            if (g_opt.verbose)
+                fprintf(stderr, "%s: OK (%llu -> %llu bytes)\n", in_disp,
+                        (unsigned long long)j.in_bytes, (unsigned long long)j.out_bytes);
+            else
+                fprintf(stderr, "%s: OK\n", in_disp);
+        }
+    } else if (g_opt.verbose || (!g_opt.quiet && isatty(2))) {
+        print_summary(in_disp, j.in_bytes, j.out_bytes, secs, decomp);
+    }
+    ret = 0;
+
+out:
+    if (use_tmp) {
+        if (outfd >= 0) close(outfd);
+        tmp_discard();
+    } else if (outfd > 1) {
+        close(outfd);
+    }
+    if (infd > 0) close(infd);
+    free(out_path);
+    return ret;
+}
+
+/*-************************************************************
+ * List
+ **************************************************************/
+static const char* human(uint64_t v, char* buf, size_t n)
+{
+    if (v >= 10000000000ULL) snprintf(buf, n, "%.1f GB", (double)v / 1e9);
+    else if (v >= 10000000ULL) snprintf(buf, n, "%.1f MB", (double)v / 1e6);
+    else if (v >= 10000ULL) snprintf(buf, n, "%.1f kB", (double)v / 1e3);
+    else snprintf(buf, n, "%llu B", (unsigned long long)v);
+    return buf;
+}
+
+static void print_ratio(uint64_t comp, uint64_t orig)
+{
+    if (orig) printf("%.4f", (double)comp / (double)orig);
+    else printf("-");
+}
+
+static int list_file(const char* name)
+{
+    int fd;
+    struct stat st;
+    const void* map = NULL;
+    size_t size, r;
+    lmc_frame_stats s;
+    char h1[32], h2[32];
+    unsigned i;
+    int all = g_opt.verbose > 0;
+
+    if (strcmp(name, "-") == 0) { errmsg("-l needs file names: cannot list stdin"); return -1; }
+    fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { errmsg("%s: %s", name, strerror(errno)); return -1; }
+    if (fstat(fd, &st) != 0) { errmsg("%s: cannot stat: %s", name, strerror(errno)); close(fd); return -1; }
+    if (!S_ISREG(st.st_mode)) { errmsg("%s: not a regular file", name); close(fd); return -1; }
+    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX) { errmsg("%s: file too large", name); close(fd); return -1; }
+    size = (size_t)st.st_size;
+    if (size == 0) {
+        map = g_empty;
+    } else {
+        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            errmsg("%s: cannot map: %s", name, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    close(fd);
+    memset(&s, 0, sizeof s);
+    r = lmc_frame_stats_get(&s, map, size);
+    if (size) munmap((void*)map, size);
+    if (lmc_is_error(r)) { lib_error(name, r); return -1; }
+
+    if (g_listed++) printf("\n");
+    printf("%s\n", name);
+    printf("  compressed    %15llu bytes  (%s)\n", (unsigned long long)s.frame_size, human(s.frame_size, h1, sizeof h1));
+    printf("  original      %15llu bytes  (%s)\n", (unsigned long long)s.content_size, human(s.content_size, h2, sizeof h2));
+    printf("  ratio         ");
+    print_ratio(s.frame_size, s.content_size);
+    printf("  (compressed/original)\n");
+    printf("  format        version %u, container %s", s.header.version, lmc_format_name(s.header.container));
+    if (s.header.container == LMC_FORMAT_RAW) printf(", dtype %s", lmc_dtype_name(s.header.dtype));
+    printf("\n");
+    printf("  chunks        %llu of %llu KiB (chunk_log %u)\n", (unsigned long long)s.chunks,
+           (unsigned long long)(1ULL << s.header.chunk_log) >> 10, s.header.chunk_log);
+    printf("  pieces        %llu: %llu xor (delta), %llu sign-rotated, %llu byte-grouped\n",
+           (unsigned long long)s.pieces, (unsigned long long)s.pieces_xor,
+           (unsigned long long)s.pieces_rotated, (unsigned long long)(s.pieces - s.pieces_rotated));
+    if (s.header.has_ref)
+        printf("  reference     %llu bytes, hash %016llx (delta frame: needs -r)\n",
+               (unsigned long long)s.header.ref_size, (unsigned long long)s.header.ref_hash);
+    else
+        printf("  reference     none (not a delta)\n");
+    if (all) {
+        printf("  content hash  %016llx\n", (unsigned long long)s.content_hash);
+        printf("  size in header %s\n", s.header.content_size_known ? "yes" : "no (streamed)");
+    }
+
+    printf("  %-10s %15s %15s %8s\n", "dtype", "bytes in", "bytes out", "ratio");
+    for (i = 0; i < LMC_DTYPE_COUNT; i++) {
+        if (s.dtype_in[i] == 0 && s.dtype_out[i] == 0) continue;
+        printf("  %-10s %15llu %15llu ", lmc_dtype_name((lmc_dtype)i),
+               (unsigned long long)s.dtype_in[i], (unsigned long long)s.dtype_out[i]);
+        if (s.dtype_in[i]) printf("%8.4f\n", (double)s.dtype_out[i] / (double)s.dtype_in[i]);
+        else printf("%8s\n", "-");
+    }
+    printf("  %-10s %12s %15s %15s %8s\n", "coder", "blocks", "bytes in", "bytes out", "ratio");
+    for (i = 0; i < LMC_CODER_COUNT; i++) {
+        if (!(all && i <= LMC_CODER_RLE_HUF) && s.blocks[i] == 0) continue;
+        printf("  %-10s %12llu %15llu %15llu ", lmc_coder_name(i), (unsigned long long)s.blocks[i],
+               (unsigned long long)s.block_in[i], (unsigned long long)s.block_out[i]);
+        if (s.block_in[i]) printf("%8.4f\n", (double)s.block_out[i] / (double)s.block_in[i]);
+        else printf("%8s\n", "-");
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) { errmsg("stdout: write error: %s", strerror(errno)); return -1; }
+    return 0;
+}
+
+/*-************************************************************
+ * Benchmark
+ **************************************************************/
+static int load_file(const char* name, unsigned char** buf, size_t* size)
+{
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    size_t cap, len = 0;
+    unsigned char* p;
+    if (fd < 0) { errmsg("%s: %s", name, strerror(errno)); return -1; }
+    if (fstat(fd, &st) != 0) { errmsg("%s: cannot stat: %s", name, strerror(errno)); close(fd); return -1; }
+    if (S_ISDIR(st.st_mode)) { errmsg("%s: is a directory", name); close(fd); return -1; }
+    cap = S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : ((size_t)1 << 20);
+    p = (unsigned char*)malloc(cap);
+    if (!p) { errmsg("%s: out of memory", name); close(fd); return -1; }
+    for (;;) {
+        ssize_t r;
+        if (len == cap) {
+            unsigned char* q = (unsigned char*)realloc(p, cap * 2);
+            if (!q) { errmsg("%s: out of memory", name); free(p); close(fd); return -1; }
+            p = q;
+            cap *= 2;
+        }
+        r = read(fd, p + len, cap - len);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            errmsg("%s: read error: %s", name, strerror(errno));
+            free(p);
+            close(fd);
+            return -1;
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+    }
+    close(fd);
+    *buf = p;
+    *size = len;
+    return 0;
+}
+
+static int cmp_double(const void* a, const void* b)
+{
+    double x = *(const double*)a, y = *(const double*)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double* v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return (n & 1) ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int bench_file(const char* name)
+{
+    unsigned char *src = NULL, *comp = NULL, *dec = NULL;
+    size_t srcSize, cap, csize = 0, r;
+    double *tc = NULL, *td = NULL;
+    int i, n = g_opt.iters, ret = -1;
+
+    if (strcmp(name, "-") == 0) { errmsg("-b needs file names"); return -1; }
+    if (load_file(name, &src, &srcSize) != 0) return -1;
+    if (setup_cctx() != 0 || setup_dctx() != 0) goto out;
+    cap = lmc_compress_bound(srcSize);
+    comp = (unsigned char*)malloc(cap ? cap : 1);
+    dec = (unsigned char*)malloc(srcSize ? srcSize : 1);
+    tc = (double*)malloc(sizeof(double) * (size_t)n);
+    td = (double*)malloc(sizeof(double) * (size_t)n);
+    if (!comp || !dec || !tc || !td) { errmsg("%s: out of memory", name); goto out; }
+    r = lmc_cctx_set_param(g_cctx, LMC_P_CONTENT_SIZE, -1);
+    if (lmc_is_error(r)) { lib_error(name, r); goto out; }
+    for (i = 0; i < n; i++) {
+        double t0 = now_sec();
+        r = lmc_compress(g_cctx, comp, cap, src, srcSize);
+        tc[i] = now_sec() - t0;
+        if (lmc_is_error(r)) { lib_error(name, r); goto out; }
+        if (i && r != csize) { errmsg("%s: compressed size changed between runs", name); goto out; }
+        csize = r;
+    }
+    for (i = 0; i < n; i++) {
+        double t0 = now_sec();
+        r = lmc_decompress(g_dctx, dec, srcSize, comp, csize);
+        td[i] = now_sec() - t0;
+        if (lmc_is_error(r)) { lib_error(name, r); goto out; }
+        if (r != srcSize || memcmp(dec, src, srcSize) != 0) {
+            errmsg("%s: round trip FAILED: decompressed data differs from the original", name);
+            goto out;
+        }
+    }
+    {
+        double mc = median(tc, n), md = median(td, n);
+        printf("%s: %zu -> %zu (ratio %.4f), compress %.1f MB/s, decompress %.1f MB/s (median of %d, %d threads)\n",
+               name, srcSize, csize, srcSize ? (double)csize / (double)srcSize : 0.0,
+               mc > 0 ? (double)srcSize / 1e6 / mc : 0.0, md > 0 ? (double)srcSize / 1e6 / md : 0.0,
+               n, g_opt.threads);
+        if (fflush(stdout) != 0) { errmsg("stdout: write error: %s", strerror(errno)); goto out; }
+    }
+    ret = 0;
+out:
+    free(src); free(comp); free(dec); free(tc); free(td);
+    return ret;
+}
+
+/*-************************************************************
+ * Command line
+ **************************************************************/
+static int online_cores(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n >= 1 ? (int)(n > 1024 ? 1024 : n) : 1;
+}
+
+static void set_threads(const char* v)
+{
+    long t;
+    if (parse_int(v, &t) != 0) usage_error("invalid thread count '%s'", v ? v : "");
+    g_opt.threads = t == 0 ? online_cores() : (int)t;
+}
+
+static void set_iters(const char* v)
+{
+    long t;
+    if (parse_int(v, &t) != 0 || t < 1) usage_error("invalid iteration count '%s'", v ? v : "");
+    g_opt.iters = (int)t;
+}
+
+static void set_format(const char* v)
+{
+    if (!strcmp(v, "auto")) g_opt.format = LMC_FORMAT_AUTO;
+    else if (!strcmp(v, "safetensors")) g_opt.format = LMC_FORMAT_SAFETENSORS;
+    else if (!strcmp(v, "raw")) g_opt.format = LMC_FORMAT_RAW;
+    else if (!strcmp(v, "generic")) g_opt.format = LMC_FORMAT_GENERIC;
+    else usage_error("unknown format '%s' (auto, safetensors, raw, generic)", v);
+    g_opt.format_set = 1;
+}
+
+static void set_dtype(const char* v)
+{
+    int d = lmc_dtype_from_name(v);
+    if (d < 0) usage_error("unknown dtype '%s'", v);
+    g_opt.dtype = d;
+    g_opt.dtype_set = 1;
+}
+
+static void set_mode(int m)
+{
+    if (g_opt.mode != MODE_COMPRESS && g_opt.mode != m)
+        usage_error("options -t, -l and -b cannot be combined");
+    g_opt.mode = m;
+}
+
+/* Long option with a value: "--name=value" or "--name value". */
+static const char* long_value(const char* arg, const char* name, int argc, char** argv, int* i, int* matched)
+{
+    size_t n = strlen(name);
+    *matched = 0;
+    if (strncmp(arg, name, n) != 0) return NULL;
+    if (arg[n] == '=') { *matched = 1; return arg + n + 1; }
+    if (arg[n] != 0) return NULL;
+    *matched = 1;
+    if (*i + 1 >= argc) usage_error("option '%s' needs a value", name);
+    return argv[++*i];
+}
+
+int main(int argc, char** argv)
+{
+    const char** files;
+    int nfiles = 0, i, failed = 0, opts_done = 0;
+
+    memset(&g_opt, 0, sizeof g_opt);
+    g_opt.progress = -1;
+    g_opt.iters = 5;
+    g_opt.threads = online_cores();
+    g_umask = umask(0);
+    umask(g_umask);
+
+    files = (const char**)calloc((size_t)argc + 1, sizeof *files);
+    if (!files) { errmsg("out of memory"); return 1; }
+
+    for (i = 1; i < argc; i++) {
+        const char* a = argv[i];
+        if (opts_done || a[0] != '-' || a[1] == 0) { files[nfiles++] = a; continue; }
+        if (a[1] == '-') {
+            const char* v;
+            int m;
+            if (a[2] == 0) { opts_done = 1; continue; }
+            if (!strcmp(a, "--decompress") || !strcmp(a, "--uncompress")) g_opt.decompress_flag = 1;
+            else if (!strcmp(a, "--stdout")) g_opt.to_stdout = 1;
+            else if (!strcmp(a, "--keep")) g_opt.rm = 0;
+            else if (!strcmp(a, "--rm")) g_opt.rm = 1;
+            else if (!strcmp(a, "--force")) g_opt.force = 1;
+            else if (!strcmp(a, "--test")) set_mode(MODE_TEST);
+            else if (!strcmp(a, "--list")) set_mode(MODE_LIST);
+            else if (!strcmp(a, "--bench")) set_mode(MODE_BENCH);
+            else if (!strcmp(a, "--verbose")) { g_opt.verbose++; g_opt.quiet = 0; }
+            else if (!strcmp(a, "--quiet")) { g_opt.quiet = 1; g_opt.verbose = 0; }
+            else if (!strcmp(a, "--progress")) g_opt.progress = 1;
+            else if (!strcmp(a, "--no-progress")) g_opt.progress = 0;
+            else if (!strcmp(a, "--help")) { usage(stdout); return 0; }
+            else if (!strcmp(a, "--version")) {
+                printf("lmc %s (format %d)\n", lmc_version_string(), LMC_FORMAT_VERSION);
+                return 0;
+            }
+            else if ((v = long_value(a, "--threads", argc, argv, &i, &m)), m) set_threads(v);
+            else if ((v = long_value(a, "--ref", argc, argv, &i, &m)), m) g_opt.ref_name = v;
+            else if ((v = long_value(a, "--output", argc, argv, &i, &m)), m) g_opt.out_name = v;
+            else if ((v = long_value(a, "--format", argc, argv, &i, &m)), m) set_format(v);
+            else if ((v = long_value(a, "--dtype", argc, argv, &i, &m)), m) set_dtype(v);
+            else if ((v = long_value(a, "--iterations", argc, argv, &i, &m)), m) set_iters(v);
+            else usage_error("unknown option '%s'", a);
+            continue;
+        }
+        /* cluster of short options */
+        {
+            const char* p = a + 1;
+            while (*p) {
+                char c = *p++;
+                const char* v = NULL;
+                if (c == 'o' || c == 'r' || c == 'T' || c == 'i') {
+                    if (*p) { v = p; p += strlen(p); }
+                    else if (i + 1 < argc) v = argv[++i];
+                    else usage_error("option '-%c' needs a value", c);
+                }
+                switch (c) {
+                case 'd': g_opt.decompress_flag = 1; break;
+                case 'c': g_opt.to_stdout = 1; break;
+                case 'k': g_opt.rm = 0; break;
+                case 'f': g_opt.force = 1; break;
+                case 't': set_mode(MODE_TEST); break;
+                case 'l': set_mode(MODE_LIST); break;
+                case 'b': set_mode(MODE_BENCH); break;
+                case 'v': g_opt.verbose++; g_opt.quiet = 0; break;
+                case 'q': g_opt.quiet = 1; g_opt.verbose = 0; break;
+                case 'h': usage(stdout); return 0;
+                case 'V': printf("lmc %s (format %d)\n", lmc_version_string(), LMC_FORMAT_VERSION); return 0;
+                case 'o': g_opt.out_name = v; break;
+                case 'r': g_opt.ref_name = v; break;
+                case 'T': set_threads(v); break;
+                case 'i': set_iters(v); break;
+                default: usage_error("unknown option '-%c'", c);
+                }
+            }
+        }
+    }
+    if (g_opt.decompress_flag && g_opt.mode == MODE_COMPRESS) g_opt.mode = MODE_DECOMPRESS;
+    if (g_opt.dtype_set && !g_opt.format_set) g_opt.format = LMC_FORMAT_RAW;
+    if (nfiles == 0) files[nfiles++] = "-";
+    if (g_opt.out_name && nfiles > 1 && (g_opt.mode == MODE_COMPRESS || g_opt.mode == MODE_DECOMPRESS))
+        usage_error("-o can be used with only one input file");
+    if (g_opt.mode == MODE_COMPRESS && nfiles > 1 && (g_opt.to_stdout || (g_opt.out_name && !strcmp(g_opt.out_name, "-"))))
+        usage_error("-c with several inputs would concatenate frames, which lmc cannot decode");
+
+    install_signals();
+    if (load_ref() != 0) { free(files); return 1; }
+
+    for (i = 0; i < nfiles; i++) {
+        int r;
+        switch (g_opt.mode) {
+        case MODE_LIST: r = list_file(files[i]); break;
+        case MODE_BENCH: r = bench_file(files[i]); break;
+        default: r = process_file(files[i]); break;
+        }
+        if (r != 0) failed = 1;
+    }
+
+    lmc_cctx_free(g_cctx);
+    lmc_dctx_free(g_dctx);
+    free(g_inbuf);
+    free(g_outbuf);
+    unload_ref();
+    free(files);
+    if (fflush(stdout) != 0) { errmsg("stdout: write error: %s", strerror(errno)); failed = 1; }
+    return failed ? 1 : 0;
+}

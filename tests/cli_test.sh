@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# cli_test.sh - end-to-end tests of the lmc command-line program.
+# Usage: tests/cli_test.sh ./lmc
+# Prints "ok - NAME" / "not ok - NAME" per check, then "N passed, M failed".
+set -u
+
+LMC=${1:-./lmc}
+case "$LMC" in /*) ;; *) LMC="$(pwd)/$LMC" ;; esac
+if [ ! -x "$LMC" ]; then
+    echo "cli_test.sh: $LMC is not an executable" >&2
+    exit 1
+fi
+
+PASS=0
+FAIL=0
+T=$(mktemp -d "${TMPDIR:-/tmp}/lmc-cli-test.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+
+ok()   { PASS=$((PASS + 1)); echo "ok - $1"; }
+nok()  { FAIL=$((FAIL + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && echo "#   $2"; return 0; }
+check() { # check NAME CONDITION-COMMAND...
+    local name=$1; shift
+    if "$@"; then ok "$name"; else nok "$name" "failed: $*"; fi
+}
+skip() { echo "ok - $1 # SKIP $2"; }
+# no temporary leftovers (.X.tmp-XXXXXX) in the current folder
+no_tmp() { ! ls -A . | grep -q '\.tmp-'; }
+same() { cmp -s "$1" "$2"; }
+
+# ---------------------------------------------------------------- inputs
+: > empty
+printf 'A' > one
+head -c 300000 /dev/urandom > rand
+head -c 1000000 /dev/zero > zeros
+python3 - <<'EOF'
+import struct, json, random
+random.seed(1)
+def st(path, seed):
+    random.seed(seed)
+    n = 4096
+    data = bytearray()
+    for _ in range(n):
+        # bf16: random sign/mantissa, exponent around 120..127 (typical weights)
+        v = (random.getrandbits(1) << 15) | (random.randint(118, 127) << 7) | random.getrandbits(7)
+        data += struct.pack('<H', v)
+    hdr = json.dumps({"__metadata__": {"format": "pt"},
+                      "w": {"dtype": "BF16", "shape": [64, 64], "data_offsets": [0, len(data)]}}).encode()
+    hdr += b' ' * ((8 - len(hdr) % 8) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(hdr)) + hdr + bytes(data))
+st('model.safetensors', 1)
+# a "next checkpoint": same header, a few values changed
+b = bytearray(open('model.safetensors', 'rb').read())
+for i in range(len(b) - 8000, len(b), 37):
+    b[i] ^= 1
+open('model2.safetensors', 'wb').write(bytes(b))
+# raw bf16 dump
+random.seed(2)
+open('raw.bf16', 'wb').write(bytes(random.getrandbits(8) if i % 2 == 0 else random.randint(0x3c, 0x3f) for i in range(200000)))
+EOF
+
+# ---------------------------------------------------------------- round trips
+for f in empty one rand zeros model.safetensors; do
+    rm -f "$f.lmc" "$f.out"
+    if "$LMC" -q "$f" && [ -f "$f.lmc" ] && "$LMC" -q -d "$f.lmc" -o "$f.out" && same "$f" "$f.out"; then
+        ok "round trip $f"
+    else
+        nok "round trip $f"
+    fi
+done
+check "no temporary files left after round trips" no_tmp
+# several chunks (2 MiB each), zeros + random, through files and pipes, 1..4 threads
+{ head -c 3000000 /dev/zero; head -c 7000000 /dev/urandom; head -c 1000000 /dev/zero; } > multi.bin
+for t in 1 2 4; do
+    rm -f multi.bin.lmc multi.out
+    "$LMC" -q -T$t multi.bin && "$LMC" -q -d -T$t multi.bin.lmc -o multi.out
+    check "multi-chunk round trip, files, -T$t" same multi.bin multi.out
+    "$LMC" -q -T$t < multi.bin | "$LMC" -q -d -T$t > multi.out
+    check "multi-chunk round trip, pipes, -T$t" same multi.bin multi.out
+done
+
+# ---------------------------------------------------------------- suffixes
+cp rand s1
+"$LMC" -q s1
+check "compression adds .lmc" test -f s1.lmc
+mv s1 s1.orig
+"$LMC" -q -d s1.lmc
+check "decompression strips .lmc" same s1 s1.orig
+cp s1.lmc noext
+out=$("$LMC" -d noext 2>&1); rc=$?
+check "decompress without .lmc suffix fails (exit 1)" test $rc -eq 1
+check "missing-suffix message names file and suffix" eval 'echo "$out" | grep -q noext && echo "$out" | grep -qi suffix'
+out=$("$LMC" s1.lmc 2>&1); rc=$?
+check "compressing a .lmc file is refused" test $rc -eq 1
+
+# ---------------------------------------------------------------- overwrite
+cp rand ow; "$LMC" -q ow
+echo old > ow.lmc.keep; cp ow.lmc ow.lmc.first
+printf 'xx' > ow.lmc
+out=$("$LMC" ow 2>&1); rc=$?
+check "existing output: exit 1 without -f" test $rc -eq 1
+check "existing output: not modified" eval '[ "$(cat ow.lmc)" = xx ]'
+check "existing output: message says exists" eval 'echo "$out" | grep -qi exist'
+"$LMC" -q -f ow; rc=$?
+check "-f overwrites" eval '[ $rc -eq 0 ] && same ow.lmc ow.lmc.first'
+check "no temp files after overwrite tests" no_tmp
+
+# ---------------------------------------------------------------- keep / rm
+cp rand kp; "$LMC" -q kp
+check "-k is the default (input kept)" test -f kp
+rm -f kp.lmc; "$LMC" -q -k kp
+check "-k keeps input" eval '[ -f kp ] && [ -f kp.lmc ]'
+cp rand rmme; "$LMC" -q --rm rmme; rc=$?
+check "--rm removes input after compression" eval '[ $rc -eq 0 ] && [ ! -f rmme ] && [ -f rmme.lmc ]'
+"$LMC" -q -d --rm rmme.lmc; rc=$?
+check "--rm removes input after decompression" eval '[ $rc -eq 0 ] && [ ! -f rmme.lmc ] && same rmme rand'
+cp rand rmc; "$LMC" -q --rm -c rmc > rmc.viastdout
+check "--rm ignored with -c" test -f rmc
+chmod 640 rmc; rm -f rmc.lmc; "$LMC" -q rmc
+check "permissions copied to output" eval '[ "$(stat -c %a rmc.lmc)" = 640 ]'
+
+# ---------------------------------------------------------------- stdout / stdin
+"$LMC" -q -c rand > c.lmc
+check "-c writes to stdout" eval '"$LMC" -q -dc c.lmc | cmp -s - rand'
+cat rand | "$LMC" -q | "$LMC" -q -d > pipe.out
+check "stdin -> stdout via pipes" same pipe.out rand
+"$LMC" -q - < zeros > dash.lmc && "$LMC" -q -d - < dash.lmc > dash.out
+check "'-' means stdin/stdout" same dash.out zeros
+"$LMC" -q -d -o fromstdin.out < dash.lmc
+check "stdin to -o FILE" same fromstdin.out zeros
+"$LMC" -q -dc c.lmc c.lmc > twice.out
+check "-dc of two files concatenates" eval '[ $(stat -c %s twice.out) -eq $((2 * $(stat -c %s rand))) ]'
+
+# ---------------------------------------------------------------- -t
+out=$("$LMC" -t c.lmc 2>&1); rc=$?
+check "-t on a good file: exit 0 and OK" eval '[ $rc -eq 0 ] && echo "$out" | grep -q OK'
+out=$("$LMC" -q -t c.lmc 2>&1)
+check "-t -q prints nothing" test -z "$out"
+cp c.lmc bad.lmc
+python3 -c "
+import os
+f = open('bad.lmc', 'r+b'); n = os.path.getsize('bad.lmc'); f.seek(n // 2); b = f.read(1); f.seek(n // 2); f.write(bytes([b[0] ^ 0x10])); f.close()"
+out=$("$LMC" -t bad.lmc 2>&1); rc=$?
+check "-t on a bit-flipped file: exit 1" test $rc -eq 1
+check "-t error names the file" eval 'echo "$out" | grep -q bad.lmc'
+rm -f bad
+"$LMC" -q -d bad.lmc 2>/dev/null; rc=$?
+check "decompressing a corrupted file fails and leaves no output" eval '[ $rc -eq 1 ] && [ ! -e bad ] && no_tmp'
+check "-t writes no file" eval '! ls | grep -q "^c$"'
+
+# ---------------------------------------------------------------- -l
+"$LMC" -q model.safetensors -o m.lmc -f
+out=$("$LMC" -l m.lmc 2>&1); rc=$?
+check "-l exit 0" test $rc -eq 0
+check "-l shows ratio" eval 'echo "$out" | grep -qi ratio'
+check "-l shows coder names" eval 'echo "$out" | grep -Eqi "raw|const|huf|rle"'
+check "-l shows chunks" eval 'echo "$out" | grep -qi chunk'
+out=$("$LMC" -lv m.lmc 2>&1); rc=$?
+check "-lv exit 0" test $rc -eq 0
+"$LMC" -l bad.lmc >/dev/null 2>&1; rc=$?
+check "-l on a corrupted file: exit 1" test $rc -eq 1
+
+# ---------------------------------------------------------------- delta
+rm -f model2.safetensors.lmc
+"$LMC" -q -r model.safetensors model2.safetensors; rc=$?
+check "delta compression (-r)" eval '[ $rc -eq 0 ] && [ -f model2.safetensors.lmc ]'
+out=$("$LMC" -l model2.safetensors.lmc 2>&1)
+check "-l of a delta shows the reference" eval 'echo "$out" | grep -qi reference && echo "$out" | grep -Eq "[0-9a-f]{16}"'
+"$LMC" -q -d -r model.safetensors model2.safetensors.lmc -o d.out
+check "delta round trip" same d.out model2.safetensors
+"$LMC" -q -d --ref=model.safetensors -c model2.safetensors.lmc > d2.out
+check "delta round trip with --ref=FILE" same d2.out model2.safetensors
+"$LMC" -q -d --ref model.safetensors -c model2.safetensors.lmc > d3.out
+check "delta round trip with --ref FILE" same d3.out model2.safetensors
+rm -f d4.out
+out=$("$LMC" -d model2.safetensors.lmc -o d4.out 2>&1); rc=$?
+check "delta without -r: exit 1" test $rc -eq 1
+check "delta without -r: message mentions reference" eval 'echo "$out" | grep -qi reference'
+check "delta without -r: no output left" eval '[ ! -e d4.out ] && no_tmp'
+out=$("$LMC" -d -r rand model2.safetensors.lmc -o d4.out 2>&1); rc=$?
+check "delta with wrong -r: exit 1" test $rc -eq 1
+check "delta with wrong -r: message mentions reference" eval 'echo "$out" | grep -qi reference'
+check "delta with wrong -r: no output left" eval '[ ! -e d4.out ] && no_tmp'
+"$LMC" -q -t -r model.safetensors model2.safetensors.lmc
+check "-t of a delta with -r" test $? -eq 0
+"$LMC" -q -r empty -f rand -o rand.eref.lmc && "$LMC" -q -d -r empty rand.eref.lmc -c > rand.eref.out
+check "0-byte reference round trip" same rand.eref.out rand
+"$LMC" -q -r rand -f -o rr.lmc rand && "$LMC" -q -d -r rand -c rr.lmc > rr.out
+check "delta of a file against itself" same rr.out rand
+
+# ---------------------------------------------------------------- truncated
+sz=$(stat -c %s c.lmc)
+head -c $((sz / 2)) c.lmc > trunc.lmc
+rm -f trunc
+out=$("$LMC" -d trunc.lmc 2>&1); rc=$?
+check "truncated file: exit 1, no output" eval '[ $rc -eq 1 ] && [ ! -e trunc ] && no_tmp'
+check "truncated file: message names file" eval 'echo "$out" | grep -q trunc.lmc'
+head -c $((sz - 1)) c.lmc > trunc2.lmc
+"$LMC" -q -t trunc2.lmc 2>/dev/null
+check "file missing its last byte fails -t" test $? -eq 1
+{ cat c.lmc; printf 'x'; } > trail.lmc
+"$LMC" -q -t trail.lmc 2>/dev/null
+check "trailing garbage fails -t" test $? -eq 1
+"$LMC" -q -t empty 2>/dev/null
+check "empty input fails -t" test $? -eq 1
+"$LMC" -q -t rand 2>/dev/null
+check "non-lmc input fails -t" test $? -eq 1
+
+# ---------------------------------------------------------------- -o, several files
+"$LMC" -q rand -o custom.name
+check "-o sets the output name" eval '[ -f custom.name ] && "$LMC" -q -dc custom.name | cmp -s - rand'
+"$LMC" -q -o x.lmc rand zeros 2>/dev/null
+check "-o with two inputs is refused" test $? -eq 1
+"$LMC" -q -o rand -f rand 2>/dev/null; rc=$?
+check "output == input refused" eval '[ $rc -eq 1 ] && same rand rand.eref.out'
+mkdir multi; cp rand multi/a; cp zeros multi/b; cp one multi/c
+"$LMC" -q multi/a multi/b multi/c
+check "several files compressed" eval '[ -f multi/a.lmc ] && [ -f multi/b.lmc ] && [ -f multi/c.lmc ]'
+rm multi/a multi/b multi/c
+"$LMC" -q -d multi/a.lmc multi/b.lmc multi/c.lmc
+check "several files decompressed" eval 'same multi/a rand && same multi/b zeros && same multi/c one'
+rm -f multi/*.lmc
+out=$("$LMC" -q multi/a does-not-exist multi/c 2>&1); rc=$?
+check "missing input among several: exit 1" test $rc -eq 1
+check "missing input among several: others done" eval '[ -f multi/a.lmc ] && [ -f multi/c.lmc ]'
+check "missing input: message names it" eval 'echo "$out" | grep -q does-not-exist'
+
+# ---------------------------------------------------------------- format/dtype/threads
+"$LMC" -q --format=raw --dtype=bf16 raw.bf16 && "$LMC" -q -dc raw.bf16.lmc > raw.out
+check "--format=raw --dtype=bf16 round trip" same raw.out raw.bf16
+out=$("$LMC" -l raw.bf16.lmc)
+check "-l shows the bf16 dtype" eval 'echo "$out" | grep -q bf16'
+"$LMC" -q --format=generic -c model.safetensors | "$LMC" -q -d > gen.out
+check "--format=generic round trip" same gen.out model.safetensors
+"$LMC" -q --format=safetensors -c model.safetensors | "$LMC" -q -d > st.out
+check "--format=safetensors round trip" same st.out model.safetensors
+"$LMC" -q -T1 -c zeros > t1.lmc && "$LMC" -q -T 2 -c zeros > t2.lmc && "$LMC" -q --threads=4 -c zeros > t4.lmc && "$LMC" -q -T0 -c zeros > t0.lmc
+check "-T1/-T 2/--threads=4/-T0 give identical output" eval 'same t1.lmc t2.lmc && same t1.lmc t4.lmc && same t1.lmc t0.lmc'
+"$LMC" --format=nope rand 2>/dev/null
+check "unknown --format: exit 1" test $? -eq 1
+"$LMC" --dtype=nope rand 2>/dev/null
+check "unknown --dtype: exit 1" test $? -eq 1
+"$LMC" -T x rand 2>/dev/null
+check "bad -T: exit 1" test $? -eq 1
+
+# ---------------------------------------------------------------- help/version/options
+"$LMC" -h > help.txt; rc=$?
+check "-h exit 0" test $rc -eq 0
+check "--help lists options" eval 'for o in --ref --stdout --rm --force --threads --test --list --format --dtype --progress --version -b; do grep -q -- "$o" help.txt || exit 1; done'
+out=$("$LMC" -V); rc=$?
+check "-V exit 0 and format" eval '[ $rc -eq 0 ] && echo "$out" | grep -Eq "^lmc [0-9]+\.[0-9]+\.[0-9]+ \(format [0-9]+\)$"'
+"$LMC" --version >/dev/null
+check "--version exit 0" test $? -eq 0
+"$LMC" --bogus rand 2>/dev/null
+check "unknown long option: exit 1" test $? -eq 1
+"$LMC" -Z rand 2>/dev/null
+check "unknown short option: exit 1" test $? -eq 1
+cp rand -- -dash
+"$LMC" -q -- -dash
+check "'--' ends options" test -f ./-dash.lmc
+"$LMC" -q -kf rand
+check "combined flags -kf" eval '[ $? -eq 0 ] && [ -f rand ]'
+
+# ---------------------------------------------------------------- verbose / bench
+out=$("$LMC" -v -f rand 2>&1)
+check "-v prints IN -> OUT and ratio" eval 'echo "$out" | grep -Eq "rand: [0-9]+ -> [0-9]+ bytes \(ratio [0-9.]+\)"'
+out=$("$LMC" -f rand 2>&1)
+check "no output on non-tty stderr by default" test -z "$out"
+out=$("$LMC" -b -i 2 -T 2 model.safetensors 2>&1); rc=$?
+check "-b benchmark" eval '[ $rc -eq 0 ] && echo "$out" | grep -Eq "ratio [0-9]+\.[0-9]{4}.*compress .* MB/s, decompress .* MB/s \(median of 2, 2 threads\)"'
+out=$("$LMC" -b -i 1 -r model.safetensors model2.safetensors 2>&1); rc=$?
+check "-b with -r" test $rc -eq 0
+
+# ---------------------------------------------------------------- terminals
+if command -v script >/dev/null 2>&1; then
+    script -qec "'$LMC' rand -c" /dev/null > tty.out 2>&1 < /dev/null; rc=$?
+    check "refuses compressed data to a terminal" eval '[ $rc -eq 1 ] && grep -qi terminal tty.out'
+    script -qec "'$LMC' -d -c" /dev/null > tty2.out 2>&1; rc=$?
+    check "refuses compressed data from a terminal stdin" eval '[ $rc -eq 1 ] && grep -qi terminal tty2.out'
+else
+    skip "refuses compressed data to a terminal" "script(1) not available"
+fi
+
+# ---------------------------------------------------------------- EPIPE
+head -c 20000000 /dev/urandom > big
+set -o pipefail
+"$LMC" -c big 2> epipe.err | head -c 10 > /dev/null
+st=("${PIPESTATUS[@]}")
+set +o pipefail
+check "EPIPE: exit 1" test "${st[0]}" -eq 1
+check "EPIPE: error message" grep -qi "broken pipe" epipe.err
+
+# ---------------------------------------------------------------- full disk
+rm -f fd.out
+( ulimit -f 10; "$LMC" big -o fd.out ) 2> fd.err; rc=$?
+check "file size limit: exit 1" test $rc -eq 1
+check "file size limit: message names the output" grep -q fd.out fd.err
+check "file size limit: no output left" eval '[ ! -e fd.out ] && no_tmp'
+if [ -w /dev/full ]; then
+    "$LMC" -c rand > /dev/full 2> full.err; rc=$?
+    check "/dev/full: exit 1 with 'No space'" eval '[ $rc -eq 1 ] && grep -qi "no space" full.err'
+fi
+"$LMC" -q -f rand -o /dev/null
+check "-o /dev/null works" test $? -eq 0
+
+# ---------------------------------------------------------------- signals
+{ head -c 150000000 /dev/zero; head -c 150000000 /dev/urandom; } > huge
+for sig in TERM INT; do
+    rm -f huge.lmc
+    # background jobs of a non-interactive shell start with SIGINT ignored (and lmc,
+    # like gzip, keeps an inherited SIG_IGN): reset it to default with env(1)
+    if [ "$sig" = INT ] && ! env --default-signal=INT true 2>/dev/null; then
+        skip "SIGINT cleanup" "env --default-signal not available"
+        continue
+    fi
+    env --default-signal=INT "$LMC" -q -T1 huge & pid=$!
+    # wait (up to 5 s) until the temporary output exists, then 0.2 s more
+    for _ in $(seq 50); do ls -A | grep -q '\.tmp-' && break; sleep 0.1; done
+    sleep 0.2
+    if kill -0 $pid 2>/dev/null; then
+        kill -$sig $pid; wait $pid; rc=$?
+        check "SIG$sig: nonzero exit" test $rc -ne 0
+        check "SIG$sig: no temp or output file left" eval '[ ! -e huge.lmc ] && no_tmp'
+    else
+        wait $pid
+        skip "SIG$sig cleanup" "compression finished before the signal"
+    fi
+done
+rm -f huge huge.lmc big
+
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
