@@ -2,6 +2,9 @@
 #include <string.h>
 #include "ungroup.h"
 #include "mem.h"
+#if defined(__SSE2__)
+#  include <emmintrin.h>
+#endif
 
 LMC_FORCE_INLINE uint16_t unrot16(uint16_t v) { return (uint16_t)((v >> 1) | (v << 15)); }
 LMC_FORCE_INLINE uint32_t unrot32(uint32_t v) { return (v >> 1) | (v << 31); }
@@ -22,6 +25,49 @@ LMC_FORCE_INLINE uint64_t unrot64(uint64_t v) { return (v >> 1) | (v << 63); }
         lmc_wr32(dst + 4 * i, v); \
     }
 
+#if defined(__SSE2__)
+static size_t ungroup2_sse2(uint8_t* dst, const uint8_t* s0, const uint8_t* s1, const uint8_t* ref, size_t n, int rot)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i const a = _mm_loadu_si128((const __m128i*)(s0 + i));
+        __m128i const b = _mm_loadu_si128((const __m128i*)(s1 + i));
+        __m128i v0 = _mm_unpacklo_epi8(a, b), v1 = _mm_unpackhi_epi8(a, b);
+        if (rot) {
+            v0 = _mm_or_si128(_mm_srli_epi16(v0, 1), _mm_slli_epi16(v0, 15));
+            v1 = _mm_or_si128(_mm_srli_epi16(v1, 1), _mm_slli_epi16(v1, 15));
+        }
+        if (ref) {
+            v0 = _mm_xor_si128(v0, _mm_loadu_si128((const __m128i*)(ref + 2 * i)));
+            v1 = _mm_xor_si128(v1, _mm_loadu_si128((const __m128i*)(ref + 2 * i + 16)));
+        }
+        _mm_storeu_si128((__m128i*)(dst + 2 * i), v0);
+        _mm_storeu_si128((__m128i*)(dst + 2 * i + 16), v1);
+    }
+    return i;
+}
+
+static size_t ungroup4_sse2(uint8_t* dst, const uint8_t* s0, const uint8_t* s1, const uint8_t* s2, const uint8_t* s3,
+                            const uint8_t* ref, size_t n, int rot)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i const a = _mm_loadu_si128((const __m128i*)(s0 + i)), b = _mm_loadu_si128((const __m128i*)(s1 + i));
+        __m128i const c = _mm_loadu_si128((const __m128i*)(s2 + i)), d = _mm_loadu_si128((const __m128i*)(s3 + i));
+        __m128i const L0 = _mm_unpacklo_epi8(a, b), L1 = _mm_unpackhi_epi8(a, b);
+        __m128i const H0 = _mm_unpacklo_epi8(c, d), H1 = _mm_unpackhi_epi8(c, d);
+        __m128i v[4] = { _mm_unpacklo_epi16(L0, H0), _mm_unpackhi_epi16(L0, H0),
+                         _mm_unpacklo_epi16(L1, H1), _mm_unpackhi_epi16(L1, H1) };
+        for (int k = 0; k < 4; k++) {
+            if (rot) v[k] = _mm_or_si128(_mm_srli_epi32(v[k], 1), _mm_slli_epi32(v[k], 31));
+            if (ref) v[k] = _mm_xor_si128(v[k], _mm_loadu_si128((const __m128i*)(ref + 4 * i + 16 * k)));
+            _mm_storeu_si128((__m128i*)(dst + 4 * i + 16 * k), v[k]);
+        }
+    }
+    return i;
+}
+#endif
+
 void lmc_ungroup(uint8_t* dst, const uint8_t* streams, const uint8_t* ref, size_t n, unsigned w, int rotated)
 {
     if (w == 1) {
@@ -29,15 +75,24 @@ void lmc_ungroup(uint8_t* dst, const uint8_t* streams, const uint8_t* ref, size_
         for (size_t i = 0; i < n; i++) dst[i] = streams[i] ^ ref[i];
         return;
     }
+    size_t const total = n;
     if (w == 2) {
-        const uint8_t* const s0 = streams; const uint8_t* const s1 = streams + n;
+        const uint8_t* s0 = streams; const uint8_t* s1 = streams + total;
+#if defined(__SSE2__)
+        size_t const done = ungroup2_sse2(dst, s0, s1, ref, n, rotated);
+        s0 += done; s1 += done; dst += 2 * done; if (ref) ref += 2 * done; n -= done;
+#endif
         if (ref) { if (rotated) { UNGROUP2(1, 1) } else { UNGROUP2(1, 0) } }
         else     { if (rotated) { UNGROUP2(0, 1) } else { UNGROUP2(0, 0) } }
         return;
     }
     if (w == 4) {
-        const uint8_t* const s0 = streams; const uint8_t* const s1 = streams + n;
-        const uint8_t* const s2 = streams + 2 * n; const uint8_t* const s3 = streams + 3 * n;
+        const uint8_t* s0 = streams; const uint8_t* s1 = streams + total;
+        const uint8_t* s2 = streams + 2 * total; const uint8_t* s3 = streams + 3 * total;
+#if defined(__SSE2__)
+        size_t const done = ungroup4_sse2(dst, s0, s1, s2, s3, ref, n, rotated);
+        s0 += done; s1 += done; s2 += done; s3 += done; dst += 4 * done; if (ref) ref += 4 * done; n -= done;
+#endif
         if (ref) { if (rotated) { UNGROUP4(1, 1) } else { UNGROUP4(1, 0) } }
         else     { if (rotated) { UNGROUP4(0, 1) } else { UNGROUP4(0, 0) } }
         return;

@@ -3,7 +3,11 @@
  * The mode is chosen by exact size, not by estimate: Huffman lengths give the
  * bit count of the payload before anything is written, so only the winner is
  * ever encoded. */
+#include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#  include <emmintrin.h>
+#endif
 #include "block_enc.h"
 #include "mem.h"
 #include "lmc.h"
@@ -188,37 +192,81 @@ static uint64_t cost_bits(const uint32_t* freq, const uint8_t* len, unsigned alp
  * literals for every other byte. Runs of one fixed byte, rather than of the
  * previous byte, let a run follow any literal: in a delta's high-byte stream
  * zero runs are separated by single non-zero bytes. */
+/* First index in [i, m) whose byte is (eq) or is not (!eq) rb; m if none. */
+static size_t scan(const uint8_t* src, size_t i, size_t m, uint8_t rb, int eq)
+{
+#if defined(__SSE2__)
+    __m128i const k = _mm_set1_epi8((char)rb);
+    for (; i + 16 <= m; i += 16) {
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i)), k));
+        if (!eq) mask ^= 0xFFFF;
+        if (mask) return i + (size_t)__builtin_ctz(mask);
+    }
+#endif
+    while (i < m && ((src[i] == rb) != (eq != 0))) i++;
+    return i;
+}
+
 static size_t rle_tokenize(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8_t rb, uint64_t* extra_bits)
 {
     size_t t = 0, i = 0;
     uint64_t ext = 0;
-    memset(ws->freq, 0, sizeof(ws->freq));
+    uint16_t* const sym = ws->tok_sym;
+    uint32_t* const freq = ws->freq;
+    memset(freq, 0, sizeof(ws->freq));
     while (i < m) {
-        if (src[i] != rb) {
-            ws->tok_sym[t++] = src[i]; ws->freq[src[i]]++;
-            i++;
-            continue;
-        }
-        size_t r = 1;
-        while (i + r < m && src[i + r] == rb) r++;
+        size_t const j = scan(src, i, m, rb, 1);
+        for (; i < j; i++) { sym[t++] = src[i]; freq[src[i]]++; }
+        if (j == m) break;
+        size_t const e = scan(src, j + 1, m, rb, 0);
+        size_t const r = e - j;
         if (r <= LMC_RUN_EXACT) {
-            ws->tok_sym[t] = (uint16_t)(LMC_ALPHA_LIT + r - 1);
-            ws->tok_ext[t] = 0;
-            ws->freq[LMC_ALPHA_LIT + r - 1]++;
+            sym[t] = (uint16_t)(LMC_ALPHA_LIT + r - 1);
+            freq[LMC_ALPHA_LIT + r - 1]++;
         } else {
             /* j = floor(log2((r - 1) / 16)): r in [16*2^j + 1, 16*2^(j+1)] */
-            unsigned const j = 31u - (unsigned)__builtin_clz((unsigned)((r - 1) / LMC_RUN_EXACT));
-            unsigned const sym = LMC_ALPHA_LIT + LMC_RUN_EXACT + j;
-            ws->tok_sym[t] = (uint16_t)sym;
-            ws->tok_ext[t] = (uint16_t)(r - ((size_t)LMC_RUN_EXACT << j) - 1);
-            ws->freq[sym]++;
-            ext += 4 + j;
+            unsigned const c = 31u - (unsigned)__builtin_clz((unsigned)((r - 1) / LMC_RUN_EXACT));
+            sym[t] = (uint16_t)(LMC_ALPHA_LIT + LMC_RUN_EXACT + c);
+            ws->tok_ext[t] = (uint16_t)(r - ((size_t)LMC_RUN_EXACT << c) - 1);
+            freq[LMC_ALPHA_LIT + LMC_RUN_EXACT + c]++;
+            ext += 4 + c;
         }
         t++;
-        i += r;
+        i = e;
     }
     *extra_bits = ext;
     return t;
+}
+
+/* Number of maximal runs of byte b (transitions into b). */
+static size_t count_runs(const uint8_t* src, size_t m, uint8_t b)
+{
+    size_t runs = src[0] == b, i = 1;
+#if defined(__SSE2__)
+    __m128i const k = _mm_set1_epi8((char)b);
+    for (; i + 16 <= m; i += 16) {
+        unsigned const cur = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i)), k));
+        unsigned const prev = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i - 1)), k));
+        runs += (size_t)__builtin_popcount(cur & ~prev & 0xFFFF);
+    }
+#endif
+    for (; i < m; i++) runs += (src[i] == b) & (src[i - 1] != b);
+    return runs;
+}
+
+/* Bits of an order-0 code of the RLE tokens, without tokenising. */
+static double rle_estimate_bits(const uint32_t hist[256], unsigned top, size_t m, size_t runs)
+{
+    if (runs == 0) return 8.0 * (double)m;
+    double const tokens = (double)(m - hist[top]) + (double)runs;
+    double bits = 0;
+    for (unsigned s = 0; s < 256; s++)
+        if (s != top && hist[s]) bits += hist[s] * log2f((float)(tokens / hist[s]));
+    double const mu = (double)hist[top] / (double)runs;  /* mean run length */
+    double const p = 1.0 / mu;
+    double const hgeo = p >= 1.0 ? 0.0 : (-(1 - p) * log2f((float)(1 - p)) - p * log2f((float)p)) / p;
+    bits += (double)runs * (log2f((float)(tokens / runs)) + hgeo);
+    return bits;
 }
 
 size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size_t m,
@@ -245,18 +293,15 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         if (huf_size < best) { best = huf_size; mode = LMC_CODER_HUF; }
     }
     size_t ntok = 0;
-    /* The tokeniser is the costliest step here, so it only runs where runs can
-     * pay: the top byte covers over half the block, or over a quarter with
-     * runs of 2 or more on average (counted by a cheap vectorisable pass). */
+    /* The tokeniser is the costliest step here, so it only runs when an
+     * entropy estimate of the token stream (literals, plus runs with a
+     * geometric length model) beats the exact Huffman cost by 4 %. */
     int try_rle = 0;
     if ((coders & (1u << LMC_CODER_RLE_HUF)) && (uint64_t)hist[top] * 4 > m) {
-        if ((uint64_t)hist[top] * 2 > m) {
-            try_rle = 1;
-        } else {
-            size_t starts = src[0] == top;
-            for (size_t i = 1; i < m; i++) starts += (src[i] == top) & (src[i - 1] != top);
-            try_rle = starts * 2 <= hist[top];
-        }
+        size_t const runs = count_runs(src, m, (uint8_t)top);
+        double const est = rle_estimate_bits(hist, top, m, runs);
+        double const huf_bits = huf_size == (size_t)-1 ? 8.0 * m : 8.0 * (double)huf_size;
+        try_rle = est < 0.96 * huf_bits;
     }
     if (try_rle) {
         uint64_t ext;

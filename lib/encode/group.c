@@ -3,6 +3,9 @@
 #include <string.h>
 #include "group.h"
 #include "mem.h"
+#if defined(__SSE2__)
+#  include <emmintrin.h>
+#endif
 
 LMC_FORCE_INLINE uint16_t rot16(uint16_t v) { return (uint16_t)((v << 1) | (v >> 15)); }
 LMC_FORCE_INLINE uint32_t rot32(uint32_t v) { return (v << 1) | (v >> 31); }
@@ -24,6 +27,61 @@ LMC_FORCE_INLINE uint64_t rot64(uint64_t v) { return (v << 1) | (v >> 63); }
         d0[i] = (uint8_t)v; d1[i] = (uint8_t)(v >> 8); d2[i] = (uint8_t)(v >> 16); d3[i] = (uint8_t)(v >> 24); \
     }
 
+#if defined(__SSE2__)
+/* 16 values per step: XOR, rotate, then split bytes with the pack trick
+ * (mask/shift the 16-bit lanes, packus to bytes). SSE2 is baseline on x86-64. */
+static size_t group2_sse2(uint8_t* d0, uint8_t* d1, const uint8_t* src, const uint8_t* ref, size_t n, int rot)
+{
+    __m128i const lo = _mm_set1_epi16(0xFF);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i*)(src + 2 * i));
+        __m128i b = _mm_loadu_si128((const __m128i*)(src + 2 * i + 16));
+        if (ref) {
+            a = _mm_xor_si128(a, _mm_loadu_si128((const __m128i*)(ref + 2 * i)));
+            b = _mm_xor_si128(b, _mm_loadu_si128((const __m128i*)(ref + 2 * i + 16)));
+        }
+        if (rot) {
+            a = _mm_or_si128(_mm_slli_epi16(a, 1), _mm_srli_epi16(a, 15));
+            b = _mm_or_si128(_mm_slli_epi16(b, 1), _mm_srli_epi16(b, 15));
+        }
+        _mm_storeu_si128((__m128i*)(d0 + i), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
+        _mm_storeu_si128((__m128i*)(d1 + i), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+    }
+    return i;
+}
+
+/* 8 values per step: split 32-bit lanes into 16-bit halves, then into bytes. */
+static size_t group4_sse2(uint8_t* d0, uint8_t* d1, uint8_t* d2, uint8_t* d3, const uint8_t* src, const uint8_t* ref, size_t n, int rot)
+{
+    __m128i const lo8 = _mm_set1_epi16(0xFF);
+    __m128i const lo16 = _mm_set1_epi32(0xFFFF);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128i v[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm_loadu_si128((const __m128i*)(src + 4 * i + 16 * k));
+            if (ref) v[k] = _mm_xor_si128(v[k], _mm_loadu_si128((const __m128i*)(ref + 4 * i + 16 * k)));
+            if (rot) v[k] = _mm_or_si128(_mm_slli_epi32(v[k], 1), _mm_srli_epi32(v[k], 31));
+        }
+        /* packus_epi32 is SSE4.1: sign-safe narrowing via shift pairs instead */
+        __m128i l0 = _mm_srai_epi32(_mm_slli_epi32(_mm_and_si128(v[0], lo16), 16), 16);
+        __m128i l1 = _mm_srai_epi32(_mm_slli_epi32(_mm_and_si128(v[1], lo16), 16), 16);
+        __m128i l2 = _mm_srai_epi32(_mm_slli_epi32(_mm_and_si128(v[2], lo16), 16), 16);
+        __m128i l3 = _mm_srai_epi32(_mm_slli_epi32(_mm_and_si128(v[3], lo16), 16), 16);
+        __m128i h0 = _mm_srai_epi32(v[0], 16), h1 = _mm_srai_epi32(v[1], 16);
+        __m128i h2 = _mm_srai_epi32(v[2], 16), h3 = _mm_srai_epi32(v[3], 16);
+        __m128i const L01 = _mm_packs_epi32(l0, l1), L23 = _mm_packs_epi32(l2, l3);  /* low 16-bit halves */
+        __m128i const H01 = _mm_packs_epi32(h0, h1), H23 = _mm_packs_epi32(h2, h3);  /* high 16-bit halves */
+        _mm_storeu_si128((__m128i*)(d0 + i), _mm_packus_epi16(_mm_and_si128(L01, lo8), _mm_and_si128(L23, lo8)));
+        _mm_storeu_si128((__m128i*)(d1 + i), _mm_packus_epi16(_mm_srli_epi16(L01, 8), _mm_srli_epi16(L23, 8)));
+        _mm_storeu_si128((__m128i*)(d2 + i), _mm_packus_epi16(_mm_and_si128(H01, lo8), _mm_and_si128(H23, lo8)));
+        _mm_storeu_si128((__m128i*)(d3 + i), _mm_packus_epi16(_mm_srli_epi16(H01, 8), _mm_srli_epi16(H23, 8)));
+    }
+    return i;
+}
+#endif
+
 void lmc_group(uint8_t* dst, const uint8_t* src, const uint8_t* ref, size_t n, unsigned w, int rotated)
 {
     if (w == 1) {
@@ -31,14 +89,26 @@ void lmc_group(uint8_t* dst, const uint8_t* src, const uint8_t* ref, size_t n, u
         for (size_t i = 0; i < n; i++) dst[i] = src[i] ^ ref[i];
         return;
     }
+    size_t done = 0;
     if (w == 2) {
-        uint8_t* const d0 = dst; uint8_t* const d1 = dst + n;
+        uint8_t* d0 = dst; uint8_t* d1 = dst + n;
+#if defined(__SSE2__)
+        done = group2_sse2(d0, d1, src, ref, n, rotated);
+        d0 += done; d1 += done; src += 2 * done; if (ref) ref += 2 * done;
+#endif
+        n -= done;
         if (ref) { if (rotated) { GROUP2(1, 1) } else { GROUP2(1, 0) } }
         else     { if (rotated) { GROUP2(0, 1) } else { GROUP2(0, 0) } }
         return;
     }
     if (w == 4) {
-        uint8_t* const d0 = dst; uint8_t* const d1 = dst + n; uint8_t* const d2 = dst + 2 * n; uint8_t* const d3 = dst + 3 * n;
+        size_t const total = n;
+        uint8_t* d0 = dst; uint8_t* d1 = dst + total; uint8_t* d2 = dst + 2 * total; uint8_t* d3 = dst + 3 * total;
+#if defined(__SSE2__)
+        done = group4_sse2(d0, d1, d2, d3, src, ref, n, rotated);
+        d0 += done; d1 += done; d2 += done; d3 += done; src += 4 * done; if (ref) ref += 4 * done;
+#endif
+        n -= done;
         if (ref) { if (rotated) { GROUP4(1, 1) } else { GROUP4(1, 0) } }
         else     { if (rotated) { GROUP4(0, 1) } else { GROUP4(0, 0) } }
         return;
