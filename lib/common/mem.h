@@ -59,6 +59,22 @@ LMC_FORCE_INLINE void lmc_wr64(void* p, uint64_t v) {
 LMC_FORCE_INLINE void lmc_wr24(void* p, uint32_t v) {
     uint8_t* b = (uint8_t*)p; b[0] = (uint8_t)v; b[1] = (uint8_t)(v >> 8); b[2] = (uint8_t)(v >> 16); }
 
+/* Hot loops are compiled twice: as baseline x86-64 and with BMI2 (shlx/shrx
+ * take any register for the shift count, which frees the bit readers and
+ * writers from %cl); the BMI2 copy is chosen at run time. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(LMC_NO_BMI2)
+#  define LMC_HAS_BMI2_DISPATCH 1
+#  define LMC_TARGET_BMI2 __attribute__((target("bmi2")))
+static inline int lmc_cpu_has_bmi2(void)
+{
+    static int cached = -1;
+    if (cached < 0) { __builtin_cpu_init(); cached = __builtin_cpu_supports("bmi2") ? 1 : 0; }
+    return cached;
+}
+#else
+#  define LMC_HAS_BMI2_DISPATCH 0
+#endif
+
 #define LMC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define LMC_MAX(a, b) ((a) > (b) ? (a) : (b))
 

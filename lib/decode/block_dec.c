@@ -90,10 +90,8 @@ static void build_rle_table(uint32_t* T, const uint8_t* len, const uint16_t* cod
 }
 
 #define MASK (LMC_HUF_TABLE_SIZE - 1)
-#define DEC1(r, o) do { uint16_t const e_ = T[(r).bits & MASK]; *(o)++ = (uint8_t)(e_ >> 4); \
-                        (r).bits >>= (e_ & 15); (r).n -= (e_ & 15); } while (0)
 
-static size_t decode_tail(const uint16_t* T, bitr* r, uint8_t* o, size_t cnt)
+LMC_FORCE_INLINE size_t decode_tail(const uint16_t* T, bitr* r, uint8_t* o, size_t cnt)
 {
     for (size_t i = 0; i < cnt; i++) {
         br_refill_safe(r);
@@ -106,7 +104,30 @@ static size_t decode_tail(const uint16_t* T, bitr* r, uint8_t* o, size_t cnt)
     return 0;
 }
 
-static size_t decode_huf(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+/* Positions the safe reader at bit `bitpos` of its stream. */
+static void br_seek(bitr* r, size_t bitpos)
+{
+    r->pos = bitpos >> 3; r->bits = 0; r->n = 0;
+    br_refill_safe(r);
+    unsigned const k = (unsigned)(bitpos & 7);
+    r->bits >>= k; r->n -= k;
+}
+
+/* Fast phase, four streams at once. Each stream keeps only a byte pointer,
+ * the bits consumed past it (0..7 after a reload) and the 64-bit word loaded
+ * there: 5 codes of <= 11 bits fit a word after a reload, and a reload
+ * moves at most 7 bytes, so the number of bounds-free rounds is known up
+ * front and the loop carries no checks. */
+#define HUF_DEC(w, c, o) do { uint16_t const e_ = T[((w) >> (c)) & MASK]; (o) = (uint8_t)(e_ >> 4); (c) += e_ & 15; } while (0)
+#define HUF_RELOAD(p, c, w) do { (p) += (c) >> 3; (c) &= 7; (w) = lmc_rd64(p); } while (0)
+
+static size_t rounds_left(const uint8_t* p, const uint8_t* end)
+{
+    size_t const avail = (size_t)(end - p);
+    return avail < 8 ? 0 : (avail - 8) / 7 + 1;
+}
+
+LMC_FORCE_INLINE size_t decode_huf_body(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
 {
     size_t const tsz = lmc_huf_read_table(ws->len, LMC_ALPHA_LIT, src, size);
     LMC_FORWARD(tsz);
@@ -118,34 +139,77 @@ static size_t decode_huf(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_
     size_t const s0 = lmc_rd16(src + pos), s1 = lmc_rd16(src + pos + 2), s2 = lmc_rd16(src + pos + 4);
     pos += 6;
     LMC_RETURN_IF(s0 + s1 + s2 > size - pos, CORRUPT);
-    bitr r[4];
     size_t const sz[4] = { s0, s1, s2, size - pos - s0 - s1 - s2 };
-    for (int j = 0; j < 4; j++) {
-        r[j].base = src + pos; r[j].size = sz[j]; r[j].pos = 0; r[j].bits = 0; r[j].n = 0;
-        pos += sz[j];
-    }
+    const uint8_t* base[4];
+    for (int j = 0; j < 4; j++) { base[j] = src + pos; pos += sz[j]; }
     size_t const q = m >> 2;
-    uint8_t* o0 = dst; uint8_t* o1 = dst + q; uint8_t* o2 = dst + 2 * q; uint8_t* o3 = dst + 3 * q;
     size_t done = 0;
-    /* 5 codes of <= 11 bits fit in the >= 56 bits a refill guarantees */
-    while (done + 5 <= q && r[0].pos + 8 <= r[0].size && r[1].pos + 8 <= r[1].size
-           && r[2].pos + 8 <= r[2].size && r[3].pos + 8 <= r[3].size) {
-        br_refill_fast(&r[0]); br_refill_fast(&r[1]); br_refill_fast(&r[2]); br_refill_fast(&r[3]);
-        DEC1(r[0], o0); DEC1(r[1], o1); DEC1(r[2], o2); DEC1(r[3], o3);
-        DEC1(r[0], o0); DEC1(r[1], o1); DEC1(r[2], o2); DEC1(r[3], o3);
-        DEC1(r[0], o0); DEC1(r[1], o1); DEC1(r[2], o2); DEC1(r[3], o3);
-        DEC1(r[0], o0); DEC1(r[1], o1); DEC1(r[2], o2); DEC1(r[3], o3);
-        DEC1(r[0], o0); DEC1(r[1], o1); DEC1(r[2], o2); DEC1(r[3], o3);
-        done += 5;
+
+    const uint8_t *p0 = base[0], *p1 = base[1], *p2 = base[2], *p3 = base[3];
+    unsigned c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+    for (;;) {
+        size_t k = rounds_left(p0, base[0] + sz[0]);
+        k = LMC_MIN(k, rounds_left(p1, base[1] + sz[1]));
+        k = LMC_MIN(k, rounds_left(p2, base[2] + sz[2]));
+        k = LMC_MIN(k, rounds_left(p3, base[3] + sz[3]));
+        k = LMC_MIN(k, (q - done) / 5);
+        if (k == 0) break;
+        uint8_t* o = dst + done;
+        for (size_t i = 0; i < k; i++, o += 5) {
+            uint64_t w0, w1, w2, w3;
+            HUF_RELOAD(p0, c0, w0); HUF_RELOAD(p1, c1, w1); HUF_RELOAD(p2, c2, w2); HUF_RELOAD(p3, c3, w3);
+            HUF_DEC(w0, c0, o[0]); HUF_DEC(w1, c1, o[q]); HUF_DEC(w2, c2, o[2 * q]); HUF_DEC(w3, c3, o[3 * q]);
+            HUF_DEC(w0, c0, o[1]); HUF_DEC(w1, c1, o[q + 1]); HUF_DEC(w2, c2, o[2 * q + 1]); HUF_DEC(w3, c3, o[3 * q + 1]);
+            HUF_DEC(w0, c0, o[2]); HUF_DEC(w1, c1, o[q + 2]); HUF_DEC(w2, c2, o[2 * q + 2]); HUF_DEC(w3, c3, o[3 * q + 2]);
+            HUF_DEC(w0, c0, o[3]); HUF_DEC(w1, c1, o[q + 3]); HUF_DEC(w2, c2, o[2 * q + 3]); HUF_DEC(w3, c3, o[3 * q + 3]);
+            HUF_DEC(w0, c0, o[4]); HUF_DEC(w1, c1, o[q + 4]); HUF_DEC(w2, c2, o[2 * q + 4]); HUF_DEC(w3, c3, o[3 * q + 4]);
+        }
+        done += 5 * k;
     }
-    LMC_FORWARD(decode_tail(T, &r[0], o0, q - done));
-    LMC_FORWARD(decode_tail(T, &r[1], o1, q - done));
-    LMC_FORWARD(decode_tail(T, &r[2], o2, q - done));
-    LMC_FORWARD(decode_tail(T, &r[3], o3, m - 3 * q - done));
+    bitr r[4];
+    size_t const bitpos[4] = { (size_t)(p0 - base[0]) * 8 + c0, (size_t)(p1 - base[1]) * 8 + c1,
+                               (size_t)(p2 - base[2]) * 8 + c2, (size_t)(p3 - base[3]) * 8 + c3 };
+    for (int j = 0; j < 4; j++) {
+        r[j].base = base[j]; r[j].size = sz[j];
+        br_seek(&r[j], bitpos[j]);
+    }
+    LMC_FORWARD(decode_tail(T, &r[0], dst + done, q - done));
+    LMC_FORWARD(decode_tail(T, &r[1], dst + q + done, q - done));
+    LMC_FORWARD(decode_tail(T, &r[2], dst + 2 * q + done, q - done));
+    LMC_FORWARD(decode_tail(T, &r[3], dst + 3 * q + done, m - 3 * q - done));
     return 0;
 }
 
-static size_t decode_rle(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+/* One RLE token: a literal, or a run of the run byte. A token takes at most
+ * 11 + 15 bits, so two fit in the 56 bits one refill guarantees. Short runs
+ * are written with one 16-byte store where the block has room for it. */
+#define RLE_TOKEN()                                                                  \
+    do {                                                                             \
+        uint32_t const e_ = T[r.bits & MASK];                                        \
+        unsigned const l_ = e_ & 0xFF, s_ = e_ >> 8;                                 \
+        LMC_RETURN_IF(l_ == 0, CORRUPT);                                             \
+        r.bits >>= l_; r.n -= l_;                                                    \
+        if (s_ < LMC_ALPHA_LIT) {                                                    \
+            LMC_RETURN_IF(o >= m, CORRUPT);                                          \
+            dst[o++] = (uint8_t)s_;                                                  \
+        } else {                                                                     \
+            size_t run_;                                                             \
+            if (s_ < LMC_ALPHA_LIT + LMC_RUN_EXACT) {                                \
+                run_ = s_ - LMC_ALPHA_LIT + 1;                                       \
+            } else {                                                                 \
+                unsigned const nb_ = s_ - (LMC_ALPHA_LIT + LMC_RUN_EXACT) + 4;       \
+                run_ = ((size_t)LMC_RUN_EXACT << (nb_ - 4)) + 1                      \
+                       + (size_t)(r.bits & ((1u << nb_) - 1));                       \
+                r.bits >>= nb_; r.n -= nb_;                                          \
+            }                                                                        \
+            LMC_RETURN_IF(run_ > m - o, CORRUPT);                                    \
+            if (run_ <= 16 && m - o >= 16) memcpy(dst + o, fill, 16);                \
+            else memset(dst + o, rb, run_);                                          \
+            o += run_;                                                               \
+        }                                                                            \
+    } while (0)
+
+LMC_FORCE_INLINE size_t decode_rle_body(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
 {
     size_t const tsz = lmc_huf_read_table(ws->len, LMC_ALPHA_RLE, src, size);
     LMC_FORWARD(tsz);
@@ -154,36 +218,51 @@ static size_t decode_rle(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_
     const uint32_t* const T = ws->rle;
     LMC_RETURN_IF(size - tsz < 4, TRUNCATED);
     uint8_t const rb = src[tsz];
+    uint8_t fill[16];
+    memset(fill, rb, sizeof(fill));
     size_t const ntok = lmc_rd24(src + tsz + 1);
     LMC_RETURN_IF(ntok == 0 || ntok > m, CORRUPT);
     bitr r = { src + tsz + 4, size - tsz - 4, 0, 0, 0 };
-    size_t o = 0;
-    for (size_t t = 0; t < ntok; t++) {
+    size_t o = 0, t = 0;
+    for (; t + 2 <= ntok && r.pos + 8 <= r.size; t += 2) {
+        br_refill_fast(&r);
+        RLE_TOKEN();
+        RLE_TOKEN();
+    }
+    for (; t < ntok; t++) {
         br_refill_safe(&r);
-        uint32_t const e = T[r.bits & MASK];
-        unsigned const l = e & 0xFF, s = e >> 8;
-        LMC_RETURN_IF(l == 0, CORRUPT);
-        r.bits >>= l; r.n -= l;
-        if (s < LMC_ALPHA_LIT) {
-            LMC_RETURN_IF(o >= m, CORRUPT);
-            dst[o++] = (uint8_t)s;
-        } else {
-            size_t run;
-            if (s < LMC_ALPHA_LIT + LMC_RUN_EXACT) {
-                run = s - LMC_ALPHA_LIT + 1;
-            } else {
-                unsigned const j = s - (LMC_ALPHA_LIT + LMC_RUN_EXACT), nb = 4 + j;
-                run = ((size_t)LMC_RUN_EXACT << j) + 1 + (size_t)(r.bits & ((1u << nb) - 1));
-                r.bits >>= nb; r.n -= nb;
-            }
-            LMC_RETURN_IF(run > m - o, CORRUPT);
-            memset(dst + o, rb, run);
-            o += run;
-        }
+        RLE_TOKEN();
     }
     LMC_RETURN_IF(o != m, CORRUPT);
     LMC_RETURN_IF(!br_finished_exactly(&r), CORRUPT);
     return 0;
+}
+
+static size_t decode_huf_plain(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+{ return decode_huf_body(ws, dst, m, src, size); }
+static size_t decode_rle_plain(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+{ return decode_rle_body(ws, dst, m, src, size); }
+#if LMC_HAS_BMI2_DISPATCH
+LMC_TARGET_BMI2 static size_t decode_huf_bmi2(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+{ return decode_huf_body(ws, dst, m, src, size); }
+LMC_TARGET_BMI2 static size_t decode_rle_bmi2(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+{ return decode_rle_body(ws, dst, m, src, size); }
+#endif
+
+static size_t decode_huf(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+{
+#if LMC_HAS_BMI2_DISPATCH
+    if (lmc_cpu_has_bmi2()) return decode_huf_bmi2(ws, dst, m, src, size);
+#endif
+    return decode_huf_plain(ws, dst, m, src, size);
+}
+
+static size_t decode_rle(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+{
+#if LMC_HAS_BMI2_DISPATCH
+    if (lmc_cpu_has_bmi2()) return decode_rle_bmi2(ws, dst, m, src, size);
+#endif
+    return decode_rle_plain(ws, dst, m, src, size);
 }
 
 size_t lmc_block_skip(const uint8_t* src, size_t srcSize, size_t m, unsigned* coder)

@@ -165,7 +165,7 @@ LMC_FORCE_INLINE uint8_t* bw_close(bitw* w)
 }
 
 /* Codes src[0..m) with (code,len) into one bitstream at dst; returns its end. */
-static uint8_t* huf_encode_stream(uint8_t* dst, const uint8_t* src, size_t m, const uint16_t* code, const uint8_t* len)
+LMC_FORCE_INLINE uint8_t* huf_encode_stream_body(uint8_t* dst, const uint8_t* src, size_t m, const uint16_t* code, const uint8_t* len)
 {
     bitw w = { dst, 0, 0 };
     size_t i = 0;
@@ -179,6 +179,20 @@ static uint8_t* huf_encode_stream(uint8_t* dst, const uint8_t* src, size_t m, co
     }
     for (; i < m; i++) { bw_put(&w, code[src[i]], len[src[i]]); bw_flush(&w); }
     return bw_close(&w);
+}
+
+static uint8_t* huf_encode_stream_plain(uint8_t* dst, const uint8_t* src, size_t m, const uint16_t* code, const uint8_t* len)
+{ return huf_encode_stream_body(dst, src, m, code, len); }
+#if LMC_HAS_BMI2_DISPATCH
+LMC_TARGET_BMI2 static uint8_t* huf_encode_stream_bmi2(uint8_t* dst, const uint8_t* src, size_t m, const uint16_t* code, const uint8_t* len)
+{ return huf_encode_stream_body(dst, src, m, code, len); }
+#endif
+static uint8_t* huf_encode_stream(uint8_t* dst, const uint8_t* src, size_t m, const uint16_t* code, const uint8_t* len)
+{
+#if LMC_HAS_BMI2_DISPATCH
+    if (lmc_cpu_has_bmi2()) return huf_encode_stream_bmi2(dst, src, m, code, len);
+#endif
+    return huf_encode_stream_plain(dst, src, m, code, len);
 }
 
 static uint64_t cost_bits(const uint32_t* freq, const uint8_t* len, unsigned alpha)
@@ -247,7 +261,9 @@ static size_t count_runs(const uint8_t* src, size_t m, uint8_t b)
     for (; i + 16 <= m; i += 16) {
         unsigned const cur = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i)), k));
         unsigned const prev = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i - 1)), k));
-        runs += (size_t)__builtin_popcount(cur & ~prev & 0xFFFF);
+        unsigned x = cur & ~prev & 0xFFFF;
+        x = x - ((x >> 1) & 0x5555); x = (x & 0x3333) + ((x >> 2) & 0x3333);
+        x = (x + (x >> 4)) & 0x0F0F; runs += (x + (x >> 8)) & 0x1F;
     }
 #endif
     for (; i < m; i++) runs += (src[i] == b) & (src[i - 1] != b);
