@@ -68,6 +68,7 @@ typedef enum {
     LMC_ERR_REF_WRONG     = 21, /* given reference differs (size or hash) from the one encoded */
     LMC_ERR_SIZE_MISMATCH = 22, /* content size differs from the declared or pledged one */
     LMC_ERR_CODER         = 23, /* unknown block coder id (written by a newer lmc?) */
+    LMC_ERR_NOT_CONTAINER = 24, /* input is not a valid file of the requested container format */
     LMC_ERR_MAX_CODE      = 120
 } lmc_error;
 
@@ -269,6 +270,40 @@ LMC_API size_t lmc_frame_stats_get(lmc_frame_stats* st, const void* src, size_t 
 
 /* Statistics of the last frame completed by `cctx`. Returns 0 or LMC_ERR_STAGE. */
 LMC_API size_t lmc_cctx_last_stats(const lmc_cctx* cctx, lmc_frame_stats* st);
+
+/*-**************************************************************
+ * Containers: where the tensors of a checkpoint file lie
+ ****************************************************************/
+typedef struct {
+    const char* name;      /* NUL-terminated, owned by the map */
+    size_t      name_len;
+    lmc_dtype   dtype;     /* LMC_DTYPE_BYTES for dtypes without a code */
+    unsigned    width;     /* bytes per value used for grouping */
+    unsigned    ndim;
+    const uint64_t* shape;
+    uint64_t    offset;    /* absolute file offset of the first byte */
+    uint64_t    size;      /* bytes */
+} lmc_tensor_info;
+
+typedef struct lmc_tensor_map_s lmc_tensor_map;
+
+/* Bytes of the file's start needed to parse it as safetensors: 8 + header
+ * length, or 0 if `head` (its first `avail` bytes, avail >= 8) cannot start a
+ * safetensors file. */
+LMC_API uint64_t lmc_safetensors_prefix(const void* head, size_t avail);
+
+/* Parses a safetensors header from the first `avail` bytes of a file of
+ * `file_size` bytes (UINT64_MAX if unknown). Returns 0 and *map, or
+ * LMC_ERR_NOT_CONTAINER if it is not a valid safetensors file, LMC_ERR_MEMORY. */
+LMC_API size_t lmc_tensor_map_safetensors(lmc_tensor_map** map, const void* head, size_t avail, uint64_t file_size);
+LMC_API size_t lmc_tensor_map_count(const lmc_tensor_map* map);
+/* Tensors in file order (by offset); NULL if i is out of range. */
+LMC_API const lmc_tensor_info* lmc_tensor_map_get(const lmc_tensor_map* map, size_t i);
+/* Index of the tensor called `name`, or -1. */
+LMC_API long lmc_tensor_map_find(const lmc_tensor_map* map, const char* name, size_t name_len);
+/* Bytes before the first tensor (8 + header length). */
+LMC_API uint64_t lmc_tensor_map_header_size(const lmc_tensor_map* map);
+LMC_API void lmc_tensor_map_free(lmc_tensor_map* map);
 
 #ifdef __cplusplus
 }

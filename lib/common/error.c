@@ -35,6 +35,7 @@ static const char* describe(lmc_error e, int id)
     case LMC_ERR_REF_REQUIRED:  return id ? "ref_required" : "frame is a delta: the reference checkpoint is required (-r)";
     case LMC_ERR_REF_WRONG:     return id ? "ref_wrong" : "reference does not match the one the frame was encoded against";
     case LMC_ERR_SIZE_MISMATCH: return id ? "size_mismatch" : "content size differs from the declared size";
+    case LMC_ERR_NOT_CONTAINER: return id ? "not_container" : "not a valid file of the requested container format";
     case LMC_ERR_CODER:         return id ? "coder" : "unknown block coder (frame written by a newer lmc?)";
     default: break;
     }

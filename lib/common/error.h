@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include "lmc.h"
+#include "mem.h"
 
 #define LMC_ERR(e) ((size_t)-(ptrdiff_t)(LMC_ERR_##e))
 #define LMC_IS_ERR(r) ((r) > (size_t)-(ptrdiff_t)LMC_ERR_MAX_CODE)
