@@ -11,7 +11,7 @@ LIB_OBJ := $(LIB_SRC:%.c=build/%.o)
 LIB_PIC := $(LIB_SRC:%.c=build/pic/%.o)
 CLI_SRC := $(wildcard programs/*.c)
 
-.PHONY: all lib clean test test-unit test-cli demo bench fuzz install deps asan
+.PHONY: all lib clean test test-unit test-cli test-python demo bench fuzz install deps asan
 
 all: lmc liblmc.so
 
@@ -55,13 +55,19 @@ deps:
 # Unit tests (cmocka), then CLI tests. `make test` installs what it needs first.
 test: deps
 	$(MAKE) all $(TEST_BIN)
-	@$(MAKE) --no-print-directory test-unit test-cli
+	@$(MAKE) --no-print-directory test-unit test-cli test-python
 
 test-unit: $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; ./$$t; done
 
+# every tests/*_test.sh takes the lmc binary as its argument and ends with "N passed, M failed"
 test-cli: lmc
-	@bash tests/cli_test.sh ./lmc
+	@set -e; for t in tests/*_test.sh; do echo "== $$t"; bash $$t ./lmc; done
+
+# Python binding tests (Debian's python3-torch through /usr/bin/python3)
+test-python: all
+	@if [ -d tests/python ]; then sh tools/deps.sh python3-torch && \
+	  PYTHONPATH=python /usr/bin/python3 -m unittest discover -s tests/python -t . -v; fi
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:
