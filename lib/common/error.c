@@ -37,6 +37,10 @@ static const char* describe(lmc_error e, int id)
     case LMC_ERR_SIZE_MISMATCH: return id ? "size_mismatch" : "content size differs from the declared size";
     case LMC_ERR_NOT_CONTAINER: return id ? "not_container" : "not a valid file of the requested container format";
     case LMC_ERR_CODER:         return id ? "coder" : "unknown block coder (frame written by a newer lmc?)";
+    case LMC_ERR_STORE:         return id ? "store" : "not a snapshot store, or its manifest is malformed";
+    case LMC_ERR_IO:            return id ? "io" : "file system error";
+    case LMC_ERR_NOT_FOUND:     return id ? "not_found" : "no such step or file in the store";
+    case LMC_ERR_EXISTS:        return id ? "exists" : "already exists";
     default: break;
     }
     return id ? "unknown" : "unknown error";

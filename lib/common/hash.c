@@ -1,4 +1,28 @@
 #include "lmc.h"
 #include "hash.h"
+#include "mem.h"
+
+static int use_avx2(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    static int cached = -1;
+    if (cached < 0) { __builtin_cpu_init(); cached = __builtin_cpu_supports("avx2") ? 1 : 0; }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
+uint64_t lmc_h64(const void* p, size_t n)
+{
+    if (n >= 1024 && use_avx2()) return lmc_h64_avx2(p, n);
+    return XXH3_64bits(p, n);
+}
+
+void lmc_hstate_update(XXH3_state_t* st, const void* p, size_t n)
+{
+    if (n >= 1024 && use_avx2()) { lmc_hstate_update_avx2(st, p, n); return; }
+    XXH3_64bits_update(st, p, n);
+}
 
 uint64_t lmc_hash64(const void* data, size_t size) { return lmc_h64(data, size); }

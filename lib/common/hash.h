@@ -1,4 +1,6 @@
-/* hash.h - the frame's checksums: XXH3-64 (Debian's libxxhash), inlined for speed. */
+/* hash.h - the frame's checksums: XXH3-64 (Debian's libxxhash, header-only use).
+ * The long-input loops run with AVX2 where the CPU has it (hash_avx2.c is
+ * compiled with -mavx2 and only called after a run-time check). */
 #ifndef LMC_HASH_H
 #define LMC_HASH_H
 
@@ -7,7 +9,12 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-static inline uint64_t lmc_h64(const void* p, size_t n) { return XXH3_64bits(p, n); }
-static inline uint32_t lmc_h32(const void* p, size_t n) { return (uint32_t)XXH3_64bits(p, n); }
+uint64_t lmc_h64(const void* p, size_t n);
+static inline uint32_t lmc_h32(const void* p, size_t n) { return (uint32_t)lmc_h64(p, n); }
+void lmc_hstate_update(XXH3_state_t* st, const void* p, size_t n);
+
+/* implemented in hash_avx2.c */
+uint64_t lmc_h64_avx2(const void* p, size_t n);
+void lmc_hstate_update_avx2(XXH3_state_t* st, const void* p, size_t n);
 
 #endif

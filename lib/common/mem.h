@@ -75,6 +75,17 @@ static inline int lmc_cpu_has_bmi2(void)
 #  define LMC_HAS_BMI2_DISPATCH 0
 #endif
 
+/* log2 for cost estimates only: exponent from the float's bits plus a cubic
+ * on the mantissa (max error about 0.005). */
+static inline float lmc_fast_log2(float x)
+{
+    union { float f; uint32_t u; } v = { x };
+    float const e = (float)((int)((v.u >> 23) & 0xFF) - 127);
+    v.u = (v.u & 0x007FFFFF) | 0x3F800000;              /* mantissa in [1, 2) */
+    float const m = v.f;
+    return e + (-0.34484843f * m + 2.02466578f) * m - 0.67487759f;
+}
+
 #define LMC_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define LMC_MAX(a, b) ((a) > (b) ? (a) : (b))
 

@@ -232,7 +232,7 @@ static size_t run_batch(lmc_dctx* d, unsigned k)
     lmc_pool_run(d->pool, run_djob, d, k);
     for (unsigned i = 0; i < k; i++) LMC_FORWARD(d->jobs[i].result);
     for (unsigned i = 0; i < k; i++) {
-        XXH3_64bits_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
+        lmc_hstate_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
         LMC_FORWARD(seek_push(d, &d->jobs[i]));
         d->total_out += d->jobs[i].content_size;
     }
@@ -395,12 +395,12 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
             while (d->seek_read < d->seek_len) {
                 if (!take(d->entry, &d->entry_have, LMC_SEEK_ENTRY, in)) return 1;
                 LMC_RETURN_IF(memcmp(d->entry, d->seek + d->seek_read, LMC_SEEK_ENTRY) != 0, CORRUPT);
-                XXH3_64bits_update(d->seekstate, d->entry, LMC_SEEK_ENTRY);
+                lmc_hstate_update(d->seekstate, d->entry, LMC_SEEK_ENTRY);
                 d->seek_read += LMC_SEEK_ENTRY; d->entry_have = 0;
             }
             if (!take(d->entry, &d->entry_have, LMC_FOOTER_SIZE, in)) return 1;
             const uint8_t* const f = d->entry;
-            XXH3_64bits_update(d->seekstate, f, 24);
+            lmc_hstate_update(d->seekstate, f, 24);
             LMC_RETURN_IF(lmc_rd32(f + 28) != LMC_FOOTER_MAGIC, CORRUPT);
             LMC_RETURN_IF(lmc_rd32(f + 24) != (uint32_t)XXH3_64bits_digest(d->seekstate), CHECKSUM);
             LMC_RETURN_IF(lmc_rd64(f) != d->nchunks || lmc_rd64(f + 8) != d->total_out, CORRUPT);

@@ -206,48 +206,54 @@ static uint64_t cost_bits(const uint32_t* freq, const uint8_t* len, unsigned alp
  * literals for every other byte. Runs of one fixed byte, rather than of the
  * previous byte, let a run follow any literal: in a delta's high-byte stream
  * zero runs are separated by single non-zero bytes. */
-/* First index in [i, m) whose byte is (eq) or is not (!eq) rb; m if none. */
-static size_t scan(const uint8_t* src, size_t i, size_t m, uint8_t rb, int eq)
+LMC_FORCE_INLINE void emit_run(lmc_block_ws* ws, size_t* t, size_t r, uint64_t* ext)
 {
+    uint16_t* const sym = ws->tok_sym;
+    if (r <= LMC_RUN_EXACT) {
+        sym[*t] = (uint16_t)(LMC_ALPHA_LIT + r - 1);
+        ws->freq[LMC_ALPHA_LIT + r - 1]++;
+    } else {
+        /* c = floor(log2((r - 1) / 16)): r in [16*2^c + 1, 16*2^(c+1)] */
+        unsigned const c = 31u - (unsigned)__builtin_clz((unsigned)((r - 1) / LMC_RUN_EXACT));
+        sym[*t] = (uint16_t)(LMC_ALPHA_LIT + LMC_RUN_EXACT + c);
+        ws->tok_ext[*t] = (uint16_t)(r - ((size_t)LMC_RUN_EXACT << c) - 1);
+        ws->freq[LMC_ALPHA_LIT + LMC_RUN_EXACT + c]++;
+        *ext += 4 + c;
+    }
+    (*t)++;
+}
+
+/* One pass, 16 bytes at a time: the mask of bytes that are not the run byte
+ * gives the literals; the gaps between them are the runs. */
+static size_t rle_tokenize(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8_t rb, uint64_t* extra_bits)
+{
+    size_t t = 0, i = 0, run = 0;
+    uint64_t ext = 0;
+    uint16_t* const sym = ws->tok_sym;
+    memset(ws->freq, 0, sizeof(ws->freq));
 #if defined(__SSE2__)
     __m128i const k = _mm_set1_epi8((char)rb);
     for (; i + 16 <= m; i += 16) {
-        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i)), k));
-        if (!eq) mask ^= 0xFFFF;
-        if (mask) return i + (size_t)__builtin_ctz(mask);
+        unsigned lit = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i)), k)) & 0xFFFF;
+        unsigned prev = 0;
+        while (lit) {
+            unsigned const b = (unsigned)__builtin_ctz(lit);
+            lit &= lit - 1;
+            run += b - prev;
+            if (run) { emit_run(ws, &t, run, &ext); run = 0; }
+            uint8_t const v = src[i + b];
+            sym[t++] = v; ws->freq[v]++;
+            prev = b + 1;
+        }
+        run += 16 - prev;
     }
 #endif
-    while (i < m && ((src[i] == rb) != (eq != 0))) i++;
-    return i;
-}
-
-static size_t rle_tokenize(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8_t rb, uint64_t* extra_bits)
-{
-    size_t t = 0, i = 0;
-    uint64_t ext = 0;
-    uint16_t* const sym = ws->tok_sym;
-    uint32_t* const freq = ws->freq;
-    memset(freq, 0, sizeof(ws->freq));
-    while (i < m) {
-        size_t const j = scan(src, i, m, rb, 1);
-        for (; i < j; i++) { sym[t++] = src[i]; freq[src[i]]++; }
-        if (j == m) break;
-        size_t const e = scan(src, j + 1, m, rb, 0);
-        size_t const r = e - j;
-        if (r <= LMC_RUN_EXACT) {
-            sym[t] = (uint16_t)(LMC_ALPHA_LIT + r - 1);
-            freq[LMC_ALPHA_LIT + r - 1]++;
-        } else {
-            /* j = floor(log2((r - 1) / 16)): r in [16*2^j + 1, 16*2^(j+1)] */
-            unsigned const c = 31u - (unsigned)__builtin_clz((unsigned)((r - 1) / LMC_RUN_EXACT));
-            sym[t] = (uint16_t)(LMC_ALPHA_LIT + LMC_RUN_EXACT + c);
-            ws->tok_ext[t] = (uint16_t)(r - ((size_t)LMC_RUN_EXACT << c) - 1);
-            freq[LMC_ALPHA_LIT + LMC_RUN_EXACT + c]++;
-            ext += 4 + c;
-        }
-        t++;
-        i = e;
+    for (; i < m; i++) {
+        if (src[i] == rb) { run++; continue; }
+        if (run) { emit_run(ws, &t, run, &ext); run = 0; }
+        sym[t++] = src[i]; ws->freq[src[i]]++;
     }
+    if (run) emit_run(ws, &t, run, &ext);
     *extra_bits = ext;
     return t;
 }
@@ -277,11 +283,11 @@ static double rle_estimate_bits(const uint32_t hist[256], unsigned top, size_t m
     double const tokens = (double)(m - hist[top]) + (double)runs;
     double bits = 0;
     for (unsigned s = 0; s < 256; s++)
-        if (s != top && hist[s]) bits += hist[s] * log2f((float)(tokens / hist[s]));
+        if (s != top && hist[s]) bits += hist[s] * lmc_fast_log2((float)(tokens / hist[s]));
     double const mu = (double)hist[top] / (double)runs;  /* mean run length */
     double const p = 1.0 / mu;
-    double const hgeo = p >= 1.0 ? 0.0 : (-(1 - p) * log2f((float)(1 - p)) - p * log2f((float)p)) / p;
-    bits += (double)runs * (log2f((float)(tokens / runs)) + hgeo);
+    double const hgeo = p >= 1.0 ? 0.0 : (-(1 - p) * lmc_fast_log2((float)(1 - p)) - p * lmc_fast_log2((float)p)) / p;
+    bits += (double)runs * (lmc_fast_log2((float)(tokens / runs)) + hgeo);
     return bits;
 }
 

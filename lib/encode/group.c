@@ -1,5 +1,4 @@
 /* group.c - the first pass over the input: delta, rotate, scatter bytes. */
-#include <math.h>
 #include <string.h>
 #include "group.h"
 #include "mem.h"
@@ -126,7 +125,7 @@ static double entropy_bits(const uint32_t* h, uint32_t total)
 {
     double bits = 0;
     for (int s = 0; s < 256; s++)
-        if (h[s]) bits -= (double)h[s] * log2((double)h[s] / total);
+        if (h[s]) bits += (double)h[s] * lmc_fast_log2((float)total / (float)h[s]);
     return bits;
 }
 
@@ -140,7 +139,7 @@ unsigned lmc_choose_coding(const uint8_t* src, const uint8_t* ref, size_t n, uns
      * magnitude, and then the delta is noisier than the values. */
     enum { WINDOW = 256, WINDOWS = 8 };
     uint32_t h[4][8][256];
-    memset(h, 0, sizeof(h[0]) * 4);
+    for (unsigned c = 0; c < 4; c++) memset(h[c], 0, sizeof(h[c][0]) * w);
     size_t const nwin = n <= (size_t)WINDOW * WINDOWS ? 1 : WINDOWS;
     size_t const span = nwin == 1 ? n : WINDOW;
     size_t const stride = nwin == 1 ? 0 : (n - span) / (nwin - 1);
