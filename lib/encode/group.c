@@ -137,7 +137,7 @@ unsigned lmc_choose_coding(const uint8_t* src, const uint8_t* ref, size_t n, uns
      * entropy of their byte streams on evenly spaced windows of the piece.
      * XOR is not always better: Adam moments change by more than their
      * magnitude, and then the delta is noisier than the values. */
-    enum { WINDOW = 256, WINDOWS = 8 };
+    enum { WINDOW = 256, WINDOWS = 4 };
     uint32_t h[4][8][256];
     for (unsigned c = 0; c < 4; c++) memset(h[c], 0, sizeof(h[c][0]) * w);
     size_t const nwin = n <= (size_t)WINDOW * WINDOWS ? 1 : WINDOWS;
