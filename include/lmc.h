@@ -69,6 +69,10 @@ typedef enum {
     LMC_ERR_SIZE_MISMATCH = 22, /* content size differs from the declared or pledged one */
     LMC_ERR_CODER         = 23, /* unknown block coder id (written by a newer lmc?) */
     LMC_ERR_NOT_CONTAINER = 24, /* input is not a valid file of the requested container format */
+    LMC_ERR_STORE         = 25, /* not a snapshot store, or its manifest is malformed/inconsistent */
+    LMC_ERR_IO            = 26, /* a file system operation failed (open, read, write, fsync, rename) */
+    LMC_ERR_NOT_FOUND     = 27, /* no such step or file name in the store */
+    LMC_ERR_EXISTS        = 28, /* already exists (store at init; step+name at add) or step not after the chain's last */
     LMC_ERR_MAX_CODE      = 120
 } lmc_error;
 
@@ -244,6 +248,7 @@ typedef enum {
     LMC_CODER_CONST   = 1,
     LMC_CODER_HUF     = 2,
     LMC_CODER_RLE_HUF = 3,
+    LMC_CODER_ANS     = 4,  /* order-0 rANS, 4 interleaved states */
     LMC_CODER_COUNT   = 8   /* room for future coders in statistics arrays */
 } lmc_coder;
 LMC_API const char* lmc_coder_name(unsigned coder);
@@ -304,6 +309,107 @@ LMC_API long lmc_tensor_map_find(const lmc_tensor_map* map, const char* name, si
 /* Bytes before the first tensor (8 + header length). */
 LMC_API uint64_t lmc_tensor_map_header_size(const lmc_tensor_map* map);
 LMC_API void lmc_tensor_map_free(lmc_tensor_map* map);
+
+/*-**************************************************************
+ * Snapshot store (doc/store.md)
+ *
+ * A directory holding many snapshots of checkpoint files as lmc frames:
+ *   DIR/manifest.json   the index (replaced atomically: temp, fsync, rename)
+ *   DIR/frames/         one frame file per snapshot, never rewritten in place
+ *   DIR/cache/          latest content of each chain (speeds up add; optional)
+ * Each file name (e.g. "model.safetensors", "shard/model-00001-of-00004.safetensors")
+ * is its own chain: a snapshot is a keyframe (no reference) or a delta against
+ * the previous snapshot of the same name. With keyframe_every K, restoring any
+ * snapshot decodes at most K frames. A crash at any moment leaves a store that
+ * verifies and restores every snapshot it held before.
+ * Functions returning size_t return 0 (or a size, as documented) or an error
+ * code (lmc_is_error). A handle is used by one thread at a time; processes
+ * changing the same store are serialised by a lock file (DIR/lock).
+ ****************************************************************/
+typedef struct lmc_store_s lmc_store;
+
+#define LMC_STORE_KEYFRAME_EVERY_DEFAULT 10
+
+/* Creates an empty store in `dir` (created if absent; it may exist empty).
+ * LMC_ERR_EXISTS if `dir` already holds a store. */
+LMC_API size_t lmc_store_init(const char* dir);
+
+/* Opens the store in `dir`: reads and validates the manifest, and removes
+ * files left by an interrupted operation. *s is NULL on error. */
+LMC_API size_t lmc_store_open(lmc_store** s, const char* dir);
+LMC_API void   lmc_store_close(lmc_store* s);   /* accepts NULL */
+
+typedef enum {
+    LMC_STORE_P_THREADS = 1, /* worker threads for coding, >= 1; default 1. Frames are identical for every value. */
+    LMC_STORE_P_CACHE   = 2, /* 1 (default): keep the latest content of each chain in DIR/cache so that
+                                adding a delta does not decode its parent chain; 0: no cache */
+    LMC_STORE_P_FSYNC   = 3  /* 1 (default): fsync frames, manifest and directories; 0: skip (tests only) */
+} lmc_store_param;
+LMC_API size_t lmc_store_set_param(lmc_store* s, lmc_store_param p, long long value);
+
+/* Adds a snapshot of file `path` (or of `size` bytes at `src`) as step `step`
+ * (step < 0: the store's last step + 1, or 0 if empty) under `name` (NULL:
+ * the basename of path; required for add_buffer). It is a delta against the
+ * previous snapshot of `name` unless that chain would then need more than
+ * `keyframe_every` decodes (0: LMC_STORE_KEYFRAME_EVERY_DEFAULT; 1: always
+ * keyframes). `step` must be greater than every step already held for
+ * `name` (else LMC_ERR_EXISTS). Returns the size of the stored frame. */
+LMC_API size_t lmc_store_add_file(lmc_store* s, const char* path, int64_t step,
+                                  unsigned keyframe_every, const char* name);
+LMC_API size_t lmc_store_add_buffer(lmc_store* s, const void* src, size_t size, int64_t step,
+                                    unsigned keyframe_every, const char* name);
+
+/* Last step held by the store, or -1 if it is empty. */
+LMC_API int64_t lmc_store_last_step(const lmc_store* s);
+
+/* Restores snapshot (step, name) (name NULL: the only file of that step) to
+ * `out_path` (written to a temporary file, renamed after every hash checked)
+ * or into dst. Returns the content size. restore_buffer with dst NULL returns
+ * the size needed; LMC_ERR_DST_TOO_SMALL if dstCapacity is smaller.
+ * If `frames_decoded` is not NULL it receives the number of frames decoded. */
+LMC_API size_t lmc_store_restore_file(lmc_store* s, int64_t step, const char* name,
+                                      const char* out_path, unsigned* frames_decoded);
+LMC_API size_t lmc_store_restore_buffer(lmc_store* s, int64_t step, const char* name,
+                                        void* dst, size_t dstCapacity, unsigned* frames_decoded);
+
+/* One snapshot, as listed by lmc_store_get. Strings are owned by the store and
+ * valid until the next call that changes it (add, rm, prune) or close. */
+typedef struct {
+    int64_t     step;
+    const char* name;          /* key of the file within the snapshot */
+    const char* frame;         /* frame file, relative to DIR */
+    int64_t     parent_step;   /* step of the reference snapshot (same name), or -1 for a keyframe */
+    int         keyframe;      /* 1 if the frame has no reference */
+    unsigned    chain_depth;   /* deltas between this snapshot and its keyframe: restore decodes depth+1 frames */
+    uint64_t    content_size;  /* bytes of the file */
+    uint64_t    content_hash;  /* lmc_hash64 of the file (XXH3-64) */
+    uint64_t    frame_size;    /* bytes stored */
+    double      ratio;         /* content_size / frame_size */
+} lmc_store_entry;
+
+/* Snapshots held, ordered by (step, name). */
+LMC_API size_t lmc_store_count(const lmc_store* s);
+/* Fills *e with snapshot i (0 <= i < count). Returns 0 or LMC_ERR_PARAM. */
+LMC_API size_t lmc_store_get(const lmc_store* s, size_t i, lmc_store_entry* e);
+
+/* Decodes every frame and checks every hash, chain links (each delta's
+ * reference hash is its parent's content hash) and sizes. Returns 0 or the
+ * first error; lmc_store_last_error() then says which snapshot and why. */
+LMC_API size_t lmc_store_verify(lmc_store* s);
+
+/* Removes every file of `step` (LMC_ERR_NOT_FOUND if none). The snapshot that
+ * referenced a removed one is re-encoded first (against the removed one's
+ * parent, or as a keyframe), so every remaining snapshot still restores.
+ * Returns the number of snapshots removed. */
+LMC_API size_t lmc_store_rm(lmc_store* s, int64_t step);
+/* Keeps the last `keep_last` (>= 1) steps and removes older ones, re-encoding
+ * the first kept delta of each chain as a keyframe. Returns the number of
+ * snapshots removed. */
+LMC_API size_t lmc_store_prune(lmc_store* s, size_t keep_last);
+
+/* A message describing the last error of this handle (which file, which
+ * snapshot, errno text), or "" if none. Never NULL. */
+LMC_API const char* lmc_store_last_error(const lmc_store* s);
 
 #ifdef __cplusplus
 }

@@ -101,6 +101,7 @@ const char* lmc_coder_name(unsigned coder)
     case LMC_CODER_CONST: return "const";
     case LMC_CODER_HUF: return "huffman";
     case LMC_CODER_RLE_HUF: return "rle+huffman";
+    case LMC_CODER_ANS: return "rans";
     }
     return "unknown";
 }

@@ -28,7 +28,8 @@
 #define LMC_LAYOUT_GROUPED 0
 #define LMC_LAYOUT_ROTATED 1
 
-#define LMC_MIN_PIECE      64   /* shorter container runs are merged into width-1 pieces */
+#define LMC_MIN_PIECE      64     /* shorter container runs are merged into width-1 pieces */
+#define LMC_MERGE_PIECE    16384  /* shorter runs join a like neighbour (up to one block's worth) */
 
 /* Largest chunk a frame with this chunk_log may hold, and its payload limit. */
 static inline uint64_t lmc_chunk_max_content(unsigned chunk_log) { return ((uint64_t)1 << chunk_log) + 8; }

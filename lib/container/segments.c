@@ -5,6 +5,7 @@
 #include <string.h>
 #include "segments.h"
 #include "safetensors.h"
+#include "torchzip.h"
 #include "error.h"
 #include "mem.h"
 
@@ -43,8 +44,14 @@ static int push_same_offset(lmc_segs* s, uint64_t off, uint64_t end, unsigned wi
     return 0;
 }
 
-uint64_t lmc_segs_prefix_needed(lmc_format fmt, const uint8_t* head, size_t avail)
+uint64_t lmc_segs_prefix_needed(lmc_format fmt, const uint8_t* head, size_t avail, uint64_t file_size)
 {
+    if (fmt == LMC_FORMAT_TORCH_ZIP || (fmt == LMC_FORMAT_AUTO && lmc_tz_probe(head, avail))) {
+        /* a zip's directory is at its end: only a whole, not too large file will do */
+        if (avail < 4) return 4;
+        if (!lmc_tz_probe(head, avail) || file_size > LMC_TZ_MAX_BUFFERED) return 0;
+        return file_size <= avail ? 0 : file_size;
+    }
     if (fmt != LMC_FORMAT_AUTO && fmt != LMC_FORMAT_SAFETENSORS) return 0;
     if (avail < 8) return 8;
     uint64_t total;
@@ -86,10 +93,52 @@ out:
     return rc;
 }
 
+/* torch.save zip: storages coded with their dtype width (against the storage
+ * of the same key in the reference when its size and dtype match); every
+ * other byte (zip headers, data.pkl, directory) width 1, against the
+ * reference at the same offset. */
+static int build_torchzip(lmc_segs* s, const lmc_tz_info* in, const uint8_t* ref, size_t ref_size)
+{
+    lmc_tz_info ri;
+    memset(&ri, 0, sizeof(ri));
+    int const have_ri = ref && lmc_tz_parse(&ri, ref, ref_size) == 0;
+    int rc = 0;
+    uint64_t pos = 0;
+    for (size_t i = 0; i < in->count; i++) {
+        const lmc_tz_storage* const t = &in->v[i];
+        if (push_same_offset(s, pos, t->off, 1, LMC_DTYPE_BYTES, ref, ref_size)) { rc = -1; goto out; }
+        s->tensors_total++;
+        long const j = have_ri ? lmc_tz_find(&ri, t->key, t->key_len) : -1;
+        if (j >= 0 && ri.v[j].len == t->len && ri.v[j].dtype == t->dtype && ri.v[j].width == t->width) {
+            s->tensors_matched++;
+            if (push(s, t->off, t->len, t->width, t->dtype, 1, ri.v[j].off)) { rc = -1; goto out; }
+        } else {
+            if (push(s, t->off, t->len, t->width, t->dtype, 0, 0)) { rc = -1; goto out; }
+        }
+        pos = t->off + t->len;
+    }
+    if (push_same_offset(s, pos, UINT64_MAX, 1, LMC_DTYPE_BYTES, ref, ref_size)) rc = -1;
+out:
+    lmc_tz_free(&ri);
+    return rc;
+}
+
 size_t lmc_segs_build(lmc_segs* s, lmc_format fmt, lmc_dtype dtype, const uint8_t* head, size_t avail,
                       uint64_t file_size, const uint8_t* ref, size_t ref_size)
 {
     lmc_segs_free(s);
+    if ((fmt == LMC_FORMAT_AUTO || fmt == LMC_FORMAT_TORCH_ZIP) && lmc_tz_probe(head, avail)
+        && file_size != UINT64_MAX && (uint64_t)avail == file_size) {
+        lmc_tz_info info;
+        if (lmc_tz_parse(&info, head, avail) == 0) {
+            s->format = LMC_FORMAT_TORCH_ZIP;
+            int const rc = build_torchzip(s, &info, ref, ref_size);
+            lmc_tz_free(&info);
+            if (rc) { lmc_segs_free(s); return LMC_ERR(MEMORY); }
+            return 0;
+        }
+    }
+    if (fmt == LMC_FORMAT_TORCH_ZIP) fmt = LMC_FORMAT_GENERIC;  /* not understood: coded as bytes */
     if (fmt == LMC_FORMAT_AUTO || fmt == LMC_FORMAT_SAFETENSORS) {
         lmc_st_info info;
         memset(&info, 0, sizeof(info));

@@ -20,11 +20,18 @@ typedef struct {
     size_t     tensors_matched, tensors_total;
 } lmc_segs;
 
+/* Streaming encoders buffer at most this much of a torch.save zip to parse
+ * it; a larger one (or one of unknown size) is coded in generic mode. */
+#define LMC_TZ_MAX_BUFFERED ((uint64_t)1 << 30)
+
 /* Bytes of the file's start that lmc_segs_build needs to see for `fmt`
- * (AUTO or SAFETENSORS: the safetensors header), given the first `avail`
- * bytes. Returns 0 when `avail` is enough (or the file cannot be safetensors),
- * else the total prefix length wanted. Never more than 8 + 100 MB. */
-uint64_t lmc_segs_prefix_needed(lmc_format fmt, const uint8_t* head, size_t avail);
+ * (AUTO or SAFETENSORS: the safetensors header; AUTO or TORCH_ZIP: a zip
+ * needs the whole file, asked for only when file_size, the pledged input
+ * size or UINT64_MAX, is at most LMC_TZ_MAX_BUFFERED), given the first
+ * `avail` bytes. Returns 0 when `avail` is enough (or the file cannot be
+ * parsed), else the total prefix length wanted. Never more than
+ * max(8 + 100 MB, LMC_TZ_MAX_BUFFERED). */
+uint64_t lmc_segs_prefix_needed(lmc_format fmt, const uint8_t* head, size_t avail, uint64_t file_size);
 
 /* Builds the segment list covering [0, UINT64_MAX). head holds the first
  * `avail` bytes of the input (enough per lmc_segs_prefix_needed unless the

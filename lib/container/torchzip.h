@@ -29,10 +29,12 @@ typedef struct {
     uint8_t        width;      /* bytes per value used for grouping: 1, 2, 4 or 8 */
 } lmc_tz_storage;
 
+typedef struct { const uint8_t* key; size_t key_len; size_t index; } lmc_tz_keyref;
+
 typedef struct {
     size_t          count;
     lmc_tz_storage* v;         /* sorted by off, non-overlapping */
-    size_t*         by_key;    /* indices into v, sorted by key (for lmc_tz_find) */
+    lmc_tz_keyref*  by_key;    /* v's keys sorted (for lmc_tz_find) */
 } lmc_tz_info;
 
 /* 1 if the first `avail` bytes can start a zip archive (local file header signature). */

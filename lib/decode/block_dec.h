@@ -5,12 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "huf.h"
+#include "ans_dec.h"
 
 typedef struct {
     uint16_t lit[LMC_HUF_TABLE_SIZE];   /* (symbol << 4) | length; length 0 = unassigned */
     uint32_t rle[LMC_HUF_TABLE_SIZE];   /* (symbol << 8) | length */
     uint8_t  len[LMC_ALPHA_RLE];
     uint16_t code[LMC_ALPHA_RLE];
+    lmc_ans_dws ans;
 } lmc_block_dws;
 
 /* Reads a Huffman table (u16 nsym + nibbles) for an alphabet of `alpha`

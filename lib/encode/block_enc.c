@@ -334,6 +334,20 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         if (sz < best) { best = sz; mode = LMC_CODER_RLE_HUF; }
     }
 
+    /* rANS: fractional bits; worth its slower coding only where the estimate
+     * (entropy of the normalised frequencies + table) clearly beats the best */
+    if ((coders & (1u << LMC_CODER_ANS)) && nsymbols > 1) {
+        size_t const est = 4 + lmc_ans_prepare(&ws->ans, hist, m);
+        if ((double)est < 0.995 * (double)best) {
+            size_t const sz = lmc_ans_encode(&ws->ans, dst + 4, best - 5, src, m);
+            if (sz) {
+                dst[0] = LMC_CODER_ANS;
+                lmc_wr24(dst + 1, (uint32_t)sz);
+                return 4 + sz;
+            }
+        }
+    }
+
     if (mode == LMC_CODER_RAW) {
         dst[0] = LMC_CODER_RAW;
         memcpy(dst + 1, src, m);

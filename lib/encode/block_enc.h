@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "huf.h"
+#include "ans_enc.h"
 
 /* Per-thread scratch, reused for every block: no allocation per block. */
 typedef struct {
@@ -15,6 +16,7 @@ typedef struct {
     uint8_t  len_rle[LMC_ALPHA_RLE];
     uint16_t code[LMC_ALPHA_RLE];
     uint32_t sort_a[LMC_ALPHA_RLE], sort_b[LMC_ALPHA_RLE];
+    lmc_ans_ws ans;
 } lmc_block_ws;
 
 /* Worst-case output of lmc_block_encode for m bytes: a RAW block. The writer

@@ -76,7 +76,7 @@ static size_t encode_stored(uint8_t* dst, const uint8_t* content, size_t size)
     return (size_t)(p - dst);
 }
 
-size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, const uint8_t* content, size_t size,
+size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const uint8_t* content, size_t size,
                         const lmc_piece* pieces, size_t npieces, const uint8_t* ref,
                         unsigned coders, int layout, lmc_frame_stats* st)
 {
@@ -84,12 +84,13 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, const uint8_t* content, 
     memset(&local, 0, sizeof(local));
     uint64_t const base = pieces[0].off;
     uint8_t* p = dst + LMC_CHUNK_HDR_SIZE;
-    uint8_t* const limit = p + lmc_chunk_payload_limit(size);
+    uint8_t* const room_end = dst + dst_cap - LMC_BLOCK_SLACK;
     int overflow = 0;
     for (size_t i = 0; i < npieces; i++) {
-        /* a piece codes to at most 16 + len + len/65536 + w bytes; stop early if that could overflow */
-        size_t const worst = 16 + pieces[i].len + pieces[i].width * (pieces[i].len / LMC_BLOCK_MAX + 1) + 8;
-        if ((size_t)(limit - p) < worst) { overflow = 1; break; }
+        /* worst case of a piece: header, every block RAW (1 + m), the tail */
+        size_t const w = pieces[i].width, n = pieces[i].len / w;
+        size_t const worst = LMC_PIECE_HDR + 8 + pieces[i].len + w * ((n + LMC_BLOCK_MAX - 1) / LMC_BLOCK_MAX);
+        if ((size_t)(room_end - p) < worst) { overflow = 1; break; }
         p = encode_piece(ws, p, content + (pieces[i].off - base), &pieces[i], ref, coders, layout, &local);
     }
     size_t total = (size_t)(p - dst);

@@ -16,12 +16,15 @@ typedef struct {
 
 /* Bound of a whole chunk (header included) of `content` bytes. */
 static inline size_t lmc_chunk_bound(size_t content) { return LMC_CHUNK_HDR_SIZE + (size_t)lmc_chunk_payload_limit(content); }
+/* Room a chunk needs while it is being coded: pieces are written before the
+ * encoder knows whether the chunk will fit its bound (if not, it is stored). */
+static inline size_t lmc_chunk_work_size(size_t content) { return lmc_chunk_bound(content) + content / 2 + 4096; }
 
 /* Codes the chunk whose content is `content[0..size)` (content offset
- * pieces[0].off) into dst, which has lmc_chunk_bound(size) + LMC_BLOCK_SLACK
- * bytes. ref is the whole reference (or NULL). `layout`: 0 auto, 1 grouped,
+ * pieces[0].off) into dst, which has dst_cap >= lmc_chunk_work_size(size)
+ * bytes. The result is at most lmc_chunk_bound(size). ref is the whole reference (or NULL). `layout`: 0 auto, 1 grouped,
  * 2 rotated. Adds to *st. Returns the chunk's size. */
-size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, const uint8_t* content, size_t size,
+size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const uint8_t* content, size_t size,
                         const lmc_piece* pieces, size_t npieces, const uint8_t* ref,
                         unsigned coders, int layout, lmc_frame_stats* st);
 

@@ -110,7 +110,7 @@ size_t lmc_cctx_set_param(lmc_cctx* c, lmc_cparam p, long long v)
     LMC_RETURN_IF(!c, PARAM);
     switch (p) {
     case LMC_P_FORMAT:
-        LMC_RETURN_IF(v < LMC_FORMAT_AUTO || v > LMC_FORMAT_SAFETENSORS, PARAM);
+        LMC_RETURN_IF(v < LMC_FORMAT_AUTO || v > LMC_FORMAT_TORCH_ZIP, PARAM);
         c->fmt = (lmc_format)v; return 0;
     case LMC_P_DTYPE:
         LMC_RETURN_IF(v < 0 || v >= LMC_DTYPE_COUNT, PARAM);
@@ -175,7 +175,7 @@ static size_t ensure_jobs(lmc_cctx* c)
         LMC_RETURN_IF(!j->ws, MEMORY);
         j->ws->streams = (uint8_t*)malloc(cm);
         j->ws->streams_cap = cm;
-        j->out_cap = lmc_chunk_bound(cm) + LMC_BLOCK_SLACK;
+        j->out_cap = lmc_chunk_work_size(cm) + LMC_BLOCK_SLACK;
         j->out = (uint8_t*)malloc(j->out_cap);
         LMC_RETURN_IF(!j->ws->streams || !j->out, MEMORY);
     }
@@ -189,8 +189,15 @@ static size_t push_piece(enc_job* j, const lmc_piece* p)
     if (q.len < LMC_MIN_PIECE) { q.width = 1; q.xor_ref = 0; q.dtype = LMC_DTYPE_BYTES; q.float_like = 0; }
     if (j->npieces) {
         lmc_piece* const last = &j->pieces[j->npieces - 1];
-        if (q.width == 1 && !q.xor_ref && last->width == 1 && !last->xor_ref
-            && last->dtype == q.dtype && last->off + last->len == q.off) {
+        /* Small neighbours of one kind become one piece when their values stay
+         * aligned and, for deltas, their reference values are neighbours too
+         * (tensors keep their order between checkpoints): small tensors then
+         * share blocks and tables instead of paying for their own. Large ones
+         * keep their own piece, and so their own layout and XOR choice. */
+        int const same_kind = last->width == q.width && last->dtype == q.dtype && last->xor_ref == q.xor_ref
+                              && last->off + last->len == q.off && last->len % q.width == 0
+                              && (!q.xor_ref || last->ref_off + last->len == q.ref_off);
+        if (same_kind && q.len < LMC_MERGE_PIECE && last->len + q.len <= LMC_BLOCK_MAX) {
             last->len += q.len;
             return 0;
         }
@@ -246,7 +253,7 @@ static void run_job(void* arg, size_t i)
     lmc_cctx* const c = (lmc_cctx*)arg;
     enc_job* const j = &c->jobs[i];
     memset(&j->st, 0, sizeof(j->st));
-    j->result = lmc_chunk_encode(j->ws, j->out, j->content, j->size, j->pieces, j->npieces,
+    j->result = lmc_chunk_encode(j->ws, j->out, j->out_cap, j->content, j->size, j->pieces, j->npieces,
                                  c->has_ref ? c->ref : NULL, c->coders, c->layout, &j->st);
 }
 
@@ -434,13 +441,13 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
             c->stage = ST_HEADER;
         }
         if (c->stage == ST_HEADER) {
-            uint64_t need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len);
+            uint64_t const fsz = c->pledged >= 0 ? (uint64_t)c->pledged : UINT64_MAX;
+            uint64_t need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len, fsz);
             while (need && !(end && in->pos == in->size)) {
                 LMC_FORWARD(take_input(c, in, (size_t)need));
                 if (c->in_len < need) return 1;  /* want more input */
-                need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len);
+                need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len, fsz);
             }
-            uint64_t const fsz = c->pledged >= 0 ? (uint64_t)c->pledged : UINT64_MAX;
             LMC_FORWARD(lmc_segs_build(&c->segs, c->fmt, c->dtype, c->inbuf, c->in_len, fsz,
                                        c->has_ref ? c->ref : NULL, c->has_ref ? c->ref_size : 0));
             LMC_FORWARD(oq_reserve(c, LMC_HDR_SIZE));

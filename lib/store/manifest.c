@@ -112,12 +112,13 @@ static int qcmp_entries(const void* a, const void* b)
     return cmp_step_name((const lmc_mentry*)a, (const lmc_mentry*)b);
 }
 
-/* for sorting indices by (name, step) */
-static const lmc_mentry* g_sort_base;  /* qsort has no context argument in C11 */
+/* for sorting by (name, step) and by frame: (pointer, index) pairs, so that qsort needs no context */
+typedef struct { const lmc_mentry* e; long i; } lmc_eref;
+
 static int qcmp_chain(const void* a, const void* b)
 {
-    const lmc_mentry* x = &g_sort_base[*(const long*)a];
-    const lmc_mentry* y = &g_sort_base[*(const long*)b];
+    const lmc_mentry* x = ((const lmc_eref*)a)->e;
+    const lmc_mentry* y = ((const lmc_eref*)b)->e;
     int c = strcmp(x->name, y->name);
     if (c) return c;
     if (x->step != y->step) return x->step < y->step ? -1 : 1;
@@ -126,64 +127,52 @@ static int qcmp_chain(const void* a, const void* b)
 
 static int qcmp_frames(const void* a, const void* b)
 {
-    return strcmp(g_sort_base[*(const long*)a].frame, g_sort_base[*(const long*)b].frame);
+    return strcmp(((const lmc_eref*)a)->e->frame, ((const lmc_eref*)b)->e->frame);
 }
 
 size_t lmc_manifest_link(lmc_manifest* m, int fix_depth, char* err, size_t errcap)
 {
-    long* idx;
+    lmc_eref* idx;
     size_t n = m->count;
+    size_t r = 0;
     if (n == 0) return 0;
     qsort(m->e, n, sizeof *m->e, qcmp_entries);
-    idx = (long*)malloc(n * sizeof *idx);
+    idx = (lmc_eref*)malloc(n * sizeof *idx);
     if (!idx) return fail(err, errcap, LMC_ERR(MEMORY), "out of memory");
-    for (size_t i = 0; i < n; i++) { idx[i] = (long)i; m->e[i].prev = m->e[i].next = -1; }
-    /* Not thread-safe through g_sort_base: the manifest code runs under one store handle at a time
-     * per process in practice; a sort helper with context would lift this. */
-    g_sort_base = m->e;
+    for (size_t i = 0; i < n; i++) { idx[i].e = &m->e[i]; idx[i].i = (long)i; m->e[i].prev = m->e[i].next = -1; }
     qsort(idx, n, sizeof *idx, qcmp_frames);
-    for (size_t i = 1; i < n; i++)
-        if (strcmp(m->e[idx[i]].frame, m->e[idx[i - 1]].frame) == 0) {
-            free(idx);
-            return fail(err, errcap, LMC_ERR(STORE), "frame file %s is used by two snapshots", m->e[idx[i]].frame);
-        }
-    qsort(idx, n, sizeof *idx, qcmp_chain);
-    g_sort_base = NULL;
-    for (size_t i = 0; i < n; i++) {
-        lmc_mentry* e = &m->e[idx[i]];
+    for (size_t i = 1; i < n && !r; i++)
+        if (strcmp(idx[i].e->frame, idx[i - 1].e->frame) == 0)
+            r = fail(err, errcap, LMC_ERR(STORE), "frame file %s is used by two snapshots", idx[i].e->frame);
+    if (!r) qsort(idx, n, sizeof *idx, qcmp_chain);
+    for (size_t i = 0; i < n && !r; i++) {
+        lmc_mentry* e = &m->e[idx[i].i];
         lmc_mentry* p = NULL;
-        if (i > 0 && strcmp(m->e[idx[i - 1]].name, e->name) == 0) {
-            p = &m->e[idx[i - 1]];
+        if (i > 0 && strcmp(idx[i - 1].e->name, e->name) == 0) {
+            p = &m->e[idx[i - 1].i];
             if (p->step == e->step) {
-                free(idx);
-                return fail(err, errcap, LMC_ERR(STORE), "step %lld holds '%s' twice", (long long)e->step, e->name);
+                r = fail(err, errcap, LMC_ERR(STORE), "step %lld holds '%s' twice", (long long)e->step, e->name);
+                break;
             }
-            e->prev = idx[i - 1];
-            p->next = idx[i];
+            e->prev = idx[i - 1].i;
+            p->next = idx[i].i;
         }
         if (fix_depth) {
             if (e->parent >= 0 && p) { e->parent = p->step; e->depth = p->depth + 1; }
             else { e->parent = -1; e->depth = 0; }
         } else if (e->parent < 0) {
-            if (e->depth != 0) {
-                free(idx);
-                return fail(err, errcap, LMC_ERR(STORE), "keyframe step %lld '%s' has depth %u", (long long)e->step, e->name, e->depth);
-            }
-        } else {
-            if (!p || p->step != e->parent) {
-                free(idx);
-                return fail(err, errcap, LMC_ERR(STORE), "step %lld '%s': parent %lld is not the previous snapshot of that name",
-                            (long long)e->step, e->name, (long long)e->parent);
-            }
-            if (e->depth != p->depth + 1) {
-                free(idx);
-                return fail(err, errcap, LMC_ERR(STORE), "step %lld '%s': depth %u, expected %u",
-                            (long long)e->step, e->name, e->depth, p->depth + 1);
-            }
+            if (e->depth != 0)
+                r = fail(err, errcap, LMC_ERR(STORE), "keyframe step %lld '%s' has depth %u", (long long)e->step, e->name, e->depth);
+        } else if (!p || p->step != e->parent) {
+            r = fail(err, errcap, LMC_ERR(STORE), "step %lld '%s': parent %lld is not the previous snapshot of that name",
+                     (long long)e->step, e->name, (long long)e->parent);
+        } else if (e->depth != p->depth + 1) {
+            r = fail(err, errcap, LMC_ERR(STORE), "step %lld '%s': depth %u, expected %u",
+                     (long long)e->step, e->name, e->depth, p->depth + 1);
         }
     }
     free(idx);
-    return 0;
+    return r;
 }
 
 static size_t push(lmc_manifest* m, lmc_mentry* e)
