@@ -60,6 +60,8 @@ typedef struct {
     uint32_t       content_size;
     uint8_t*       dst;        /* where it decodes */
     uint8_t*       cbuf;       /* streaming: decoded content */
+    size_t         cbuf_cap;
+    int            streaming;  /* decode into cbuf rather than into the caller's buffer */
     size_t         result;
 } dec_job;
 
@@ -173,8 +175,7 @@ static size_t check_ref(lmc_dctx* d, const lmc_frame_header* h)
 static size_t ensure_djobs(lmc_dctx* d, unsigned chunk_log, int streaming)
 {
     LMC_RETURN_IF(chunk_log > d->max_chunk_log, LIMIT);
-    if (d->njobs == d->threads && d->res_chunk_log >= chunk_log && (!streaming || d->jobs[0].cbuf))
-        return 0;
+    if (d->njobs == d->threads && d->res_chunk_log >= chunk_log) return 0;
     free_djobs(d);
     d->pool = lmc_pool_create(d->threads);
     LMC_RETURN_IF(!d->pool, THREAD);
@@ -182,19 +183,23 @@ static size_t ensure_djobs(lmc_dctx* d, unsigned chunk_log, int streaming)
     LMC_RETURN_IF(!d->jobs, MEMORY);
     d->njobs = d->threads;
     d->res_chunk_log = chunk_log;
-    size_t const cm = (size_t)lmc_chunk_max_content(chunk_log);
     for (unsigned i = 0; i < d->njobs; i++) {
         dec_job* const j = &d->jobs[i];
         j->ws = (lmc_chunk_dws*)calloc(1, sizeof(lmc_chunk_dws));
         LMC_RETURN_IF(!j->ws, MEMORY);
-        j->ws->streams = (uint8_t*)malloc(cm);
-        j->ws->streams_cap = cm;
-        LMC_RETURN_IF(!j->ws->streams, MEMORY);
-        if (streaming) {
-            j->cbuf = (uint8_t*)malloc(cm);
-            LMC_RETURN_IF(!j->cbuf, MEMORY);
-        }
     }
+    (void)streaming;
+    return 0;
+}
+
+/* Work buffers grow to the chunk being decoded, once its payload checksum has
+ * passed: a header alone never makes the decoder allocate what it declares. */
+static int grow(uint8_t** buf, size_t* cap, size_t need)
+{
+    if (*cap >= need) return 0;
+    uint8_t* const v = (uint8_t*)realloc(*buf, need);
+    if (!v) return -1;
+    *buf = v; *cap = need;
     return 0;
 }
 
@@ -203,6 +208,12 @@ static void run_djob(void* arg, size_t i)
     lmc_dctx* const d = (lmc_dctx*)arg;
     dec_job* const j = &d->jobs[i];
     if (lmc_rd32(j->head + 8) != lmc_h32(j->payload, j->payload_size)) { j->result = LMC_ERR(CHECKSUM); return; }
+    if (grow(&j->ws->streams, &j->ws->streams_cap, j->content_size)
+        || (j->streaming && grow(&j->cbuf, &j->cbuf_cap, j->content_size))) {
+        j->result = LMC_ERR(MEMORY);
+        return;
+    }
+    if (j->streaming) j->dst = j->cbuf;
     j->result = lmc_chunk_decode(j->ws, j->dst, j->content_size, j->payload, j->payload_size,
                                  d->hdr.has_ref ? d->ref : NULL, d->hdr.has_ref ? d->hdr.ref_size : 0);
     if (LMC_IS_ERR(j->result)) return;
@@ -247,7 +258,7 @@ static size_t check_trailer(lmc_dctx* d, const uint8_t* t, size_t n)
     LMC_RETURN_IF(lmc_rd32(f + 28) != LMC_FOOTER_MAGIC, CORRUPT);
     LMC_RETURN_IF(lmc_rd32(f + 24) != lmc_h32(t, d->seek_len + 24), CHECKSUM);
     LMC_RETURN_IF(lmc_rd64(f) != d->nchunks, CORRUPT);
-    LMC_RETURN_IF(memcmp(t, d->seek, d->seek_len) != 0, CORRUPT);
+    LMC_RETURN_IF(d->seek_len && memcmp(t, d->seek, d->seek_len) != 0, CORRUPT);
     LMC_RETURN_IF(lmc_rd64(f + 8) != d->total_out, CORRUPT);
     LMC_RETURN_IF(d->hdr.content_size_known && d->hdr.content_size != d->total_out, SIZE_MISMATCH);
     LMC_RETURN_IF(lmc_rd64(f + 16) != XXH3_64bits_digest(d->hstate), CHECKSUM);
@@ -290,7 +301,7 @@ size_t lmc_decompress(lmc_dctx* d, void* dstv, size_t cap, const void* srcv, siz
             LMC_RETURN_IF(n - pos < ps, TRUNCATED);
             LMC_RETURN_IF(cap - out < j->content_size, DST_TOO_SMALL);
             j->payload = s + pos; j->payload_size = ps;
-            j->dst = dst + out;
+            j->dst = dst + out; j->streaming = 0;
             pos += ps; out += j->content_size;
             k++;
         }
@@ -315,7 +326,7 @@ void lmc_dctx_reset(lmc_dctx* d)
 static size_t take(uint8_t* dst, size_t* have, size_t want, lmc_inbuf* in)
 {
     size_t const k = LMC_MIN(want - *have, in->size - in->pos);
-    memcpy(dst + *have, (const uint8_t*)in->src + in->pos, k);
+    if (k) memcpy(dst + *have, (const uint8_t*)in->src + in->pos, k);
     *have += k; in->pos += k;
     return *have == want;
 }
@@ -327,7 +338,7 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
         while (d->flush_job < d->nflush) {
             dec_job* const j = &d->jobs[d->flush_job];
             size_t const k = LMC_MIN(j->content_size - d->flush_pos, out->size - out->pos);
-            memcpy((uint8_t*)out->dst + out->pos, j->cbuf + d->flush_pos, k);
+            if (k) memcpy((uint8_t*)out->dst + out->pos, j->cbuf + d->flush_pos, k);
             out->pos += k; d->flush_pos += k;
             if (d->flush_pos < j->content_size) return j->content_size - d->flush_pos;
             d->flush_job++; d->flush_pos = 0;
@@ -361,15 +372,19 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
                     if (!take(j->head, &j->head_have, LMC_CHUNK_HDR_SIZE, in)) break;
                     size_t const ps = check_chunk_header(j->head, d->hdr.chunk_log, &j->content_size);
                     LMC_FORWARD(ps);
-                    if (j->pbuf_cap < ps) {
-                        uint8_t* const v = (uint8_t*)realloc(j->pbuf, ps);
-                        LMC_RETURN_IF(!v, MEMORY);
-                        j->pbuf = v; j->pbuf_cap = ps;
-                    }
                     j->payload_size = ps; j->have = 0;
                 }
+                /* the payload buffer grows with the bytes that actually arrive,
+                 * never straight to a size a hostile header declares */
+                size_t const want = LMC_MIN(j->payload_size, j->have + (in->size - in->pos));
+                if (j->pbuf_cap < want) {
+                    size_t const nc = LMC_MIN(j->payload_size, LMC_MAX(want, 2 * j->pbuf_cap));
+                    uint8_t* const v = (uint8_t*)realloc(j->pbuf, nc ? nc : 1);
+                    LMC_RETURN_IF(!v, MEMORY);
+                    j->pbuf = v; j->pbuf_cap = nc;
+                }
                 if (!take(j->pbuf, &j->have, j->payload_size, in)) break;
-                j->payload = j->pbuf; j->dst = j->cbuf;
+                j->payload = j->pbuf; j->streaming = 1;
                 d->nready++;
             }
             /* a batch runs on full slots only: a chunk half-gathered in the next

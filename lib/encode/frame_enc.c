@@ -50,7 +50,9 @@ struct lmc_cctx_s {
     size_t     seg_hint;
     uint8_t*   inbuf;
     size_t     in_cap, in_len;
-    uint64_t   in_off;        /* content offset of inbuf[0] */
+    size_t     in_head;       /* coded bytes at inbuf's start, dropped lazily: the
+                                 pending input is inbuf[in_head, in_head + in_len) */
+    uint64_t   in_off;        /* content offset of inbuf[in_head] */
     uint64_t   total_in;      /* content bytes taken from the caller */
     XXH3_state_t* hstate;
     uint8_t*   seek;
@@ -328,7 +330,7 @@ static void write_trailer(lmc_cctx* c, uint8_t* p, uint64_t content_size)
 {
     lmc_wr32(p, 0);
     p += LMC_END_MARKER;
-    memcpy(p, c->seek, c->seek_len);
+    if (c->seek_len) memcpy(p, c->seek, c->seek_len);
     uint8_t* const f = p + c->seek_len;
     lmc_wr64(f, c->nchunks);
     lmc_wr64(f + 8, content_size);
@@ -343,7 +345,7 @@ static size_t begin_frame(lmc_cctx* c)
     if (!c->hstate) { c->hstate = XXH3_createState(); LMC_RETURN_IF(!c->hstate, MEMORY); }
     XXH3_64bits_reset(c->hstate);
     c->seek_len = 0; c->nchunks = 0; c->seg_hint = 0;
-    c->in_len = 0; c->in_off = 0; c->total_in = 0;
+    c->in_len = 0; c->in_head = 0; c->in_off = 0; c->total_in = 0;
     c->oq_len = 0; c->oq_pos = 0;
     memset(&c->stats, 0, sizeof(c->stats));
     c->have_last = 0;
@@ -405,20 +407,24 @@ static size_t oq_reserve(lmc_cctx* c, size_t more)
 static void oq_flush(lmc_cctx* c, lmc_outbuf* out)
 {
     size_t const k = LMC_MIN(c->oq_len - c->oq_pos, out->size - out->pos);
-    memcpy((uint8_t*)out->dst + out->pos, c->oq + c->oq_pos, k);
+    if (k) memcpy((uint8_t*)out->dst + out->pos, c->oq + c->oq_pos, k);
     out->pos += k; c->oq_pos += k;
     if (c->oq_pos == c->oq_len) { c->oq_pos = 0; c->oq_len = 0; }
 }
 
 static size_t take_input(lmc_cctx* c, lmc_inbuf* in, size_t want_total)
 {
+    if (c->in_cap - c->in_head < want_total && c->in_head) {   /* drop coded bytes only when room is needed */
+        memmove(c->inbuf, c->inbuf + c->in_head, c->in_len);
+        c->in_head = 0;
+    }
     if (c->in_cap < want_total) {
         uint8_t* const v = (uint8_t*)realloc(c->inbuf, want_total);
         LMC_RETURN_IF(!v, MEMORY);
         c->inbuf = v; c->in_cap = want_total;
     }
     size_t const k = LMC_MIN(in->size - in->pos, want_total - c->in_len);
-    memcpy(c->inbuf + c->in_len, (const uint8_t*)in->src + in->pos, k);
+    if (k) memcpy(c->inbuf + c->in_head + c->in_len, (const uint8_t*)in->src + in->pos, k);
     in->pos += k; c->in_len += k; c->total_in += k;
     return 0;
 }
@@ -427,7 +433,7 @@ void lmc_cctx_reset(lmc_cctx* c)
 {
     if (!c) return;
     c->stage = ST_IDLE;
-    c->in_len = 0; c->oq_len = 0; c->oq_pos = 0;
+    c->in_len = 0; c->in_head = 0; c->oq_len = 0; c->oq_pos = 0;
 }
 
 static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
@@ -465,7 +471,7 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
             unsigned k = 0;
             size_t used = 0;
             if (c->in_len >= batch || final) {
-                used = encode_batch(c, c->inbuf, c->in_off, c->in_len, final, &k);
+                used = encode_batch(c, c->inbuf + c->in_head, c->in_off, c->in_len, final, &k);
                 LMC_FORWARD(used);
             }
             if (k) {
@@ -477,8 +483,9 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
                     c->oq_len += c->jobs[i].result;
                     c->frame_bytes += c->jobs[i].result;
                 }
-                memmove(c->inbuf, c->inbuf + used, c->in_len - used);
-                c->in_len -= used; c->in_off += used;
+                /* no memmove here: a whole buffered file (torch zip) would make it quadratic */
+                c->in_head += used; c->in_len -= used; c->in_off += used;
+                if (c->in_len == 0) c->in_head = 0;
                 continue;
             }
             if (!final) return 1;  /* want more input */

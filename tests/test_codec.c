@@ -1,0 +1,603 @@
+/* test_codec.c - the block coder (lmc_block_encode / lmc_block_decode), the
+ * Huffman length builder and table reader, and the choice of coder seen
+ * through frame statistics (incl. LMC_P_CODERS restrictions). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "testutil.h"
+#include "huf.h"
+#include "block_enc.h"
+#include "block_dec.h"
+
+typedef struct { lmc_block_ws* enc; lmc_block_dws* dec; uint8_t* buf; uint8_t* out; } codec_state;
+
+static int setup(void** state)
+{
+    codec_state* const s = (codec_state*)calloc(1, sizeof(*s));
+    s->enc = (lmc_block_ws*)tu_xmalloc(sizeof(lmc_block_ws));
+    s->dec = (lmc_block_dws*)tu_xmalloc(sizeof(lmc_block_dws));
+    s->buf = (uint8_t*)tu_xmalloc(LMC_BLOCK_BOUND(LMC_BLOCK_MAX) + LMC_BLOCK_SLACK);
+    s->out = (uint8_t*)tu_xmalloc(LMC_BLOCK_MAX);
+    *state = s;
+    return 0;
+}
+
+static int teardown(void** state)
+{
+    codec_state* const s = (codec_state*)*state;
+    free(s->enc); free(s->dec); free(s->buf); free(s->out); free(s);
+    return 0;
+}
+
+enum { D_ONE, D_TWO, D_ALL256, D_FIB, D_GAUSS_HI, D_GAUSS_LO, D_SPARSE, D_RANDOM, D_RUNS_LONG, D_COUNT };
+
+/* Fibonacci-like frequencies: the optimal code is ~m symbols deep, so the
+ * 11-bit limit must bite. */
+static void fill_fib(uint8_t* p, size_t m, tu_rng* r)
+{
+    size_t i = 0;
+    uint64_t a = 1, b = 1;
+    for (unsigned s = 0; s < 256 && i < m; s++) {
+        size_t k = (size_t)a;
+        if (k > m - i) k = m - i;
+        memset(p + i, (int)s, k);
+        i += k;
+        uint64_t const c = a + b; a = b; b = c;
+    }
+    if (i < m) memset(p + i, 0, m - i);
+    for (size_t j = m; j > 1; j--) { size_t const x = tu_below(r, j); uint8_t const t = p[j - 1]; p[j - 1] = p[x]; p[x] = t; }
+}
+
+static void fill_dist(uint8_t* p, size_t m, int dist, uint64_t seed)
+{
+    tu_rng r; tu_seed(&r, seed);
+    switch (dist) {
+    case D_ONE: memset(p, 0x3C, m); break;
+    case D_TWO: for (size_t i = 0; i < m; i++) p[i] = tu_below(&r, 5) ? 0x10 : 0xF0; break;
+    case D_ALL256: for (size_t i = 0; i < m; i++) p[i] = (uint8_t)(i + tu_below(&r, 2)); break;
+    case D_FIB: fill_fib(p, m, &r); break;
+    case D_GAUSS_HI:
+    case D_GAUSS_LO:
+        for (size_t i = 0; i < m; i++) {
+            uint16_t const b = tu_f32_to_bf16((float)(0.02 * tu_gauss(&r)));
+            p[i] = dist == D_GAUSS_HI ? (uint8_t)(b >> 8) : (uint8_t)b;
+        }
+        break;
+    case D_SPARSE: tu_fill_sparse(p, m, seed); break;
+    case D_RANDOM: tu_fill_random(p, m, seed); break;
+    default: /* long zero runs (some longer than 2^15) between single literals */
+        for (size_t i = 0; i < m;) {
+            size_t k = 1 + tu_below(&r, 40000);
+            if (k > m - i) k = m - i;
+            memset(p + i, 0, k);
+            i += k;
+            if (i < m) p[i++] = (uint8_t)(1 + tu_below(&r, 255));
+        }
+        break;
+    }
+}
+
+static unsigned coder_of(const uint8_t* blk) { return blk[0]; }
+
+/* Encodes with `coders`, checks the size bound and the coder, decodes back. */
+static size_t block_roundtrip(codec_state* s, const uint8_t* src, size_t m, unsigned coders, unsigned* coder)
+{
+    uint32_t hist[256];
+    lmc_histogram(hist, src, m);
+    uint32_t total = 0;
+    for (int k = 0; k < 256; k++) total += hist[k];
+    assert_int_equal(total, m);
+    memset(s->buf, 0xEE, LMC_BLOCK_BOUND(m) + LMC_BLOCK_SLACK);
+    size_t const sz = lmc_block_encode(s->enc, s->buf, src, m, hist, coders);
+    assert_true(sz >= 2 && sz <= LMC_BLOCK_BOUND(m));
+    *coder = coder_of(s->buf);
+    assert_true(*coder <= LMC_CODER_ANS);
+    assert_true(((coders | 1u) >> *coder) & 1u);
+    memset(s->out, 0xAB, m);
+    size_t const used = lmc_block_decode(s->dec, s->out, m, s->buf, sz);
+    if (lmc_is_error(used)) fail_msg("lmc_block_decode (coder %u, m %zu): %s", *coder, m, lmc_error_name(used));
+    assert_int_equal(used, sz);
+    assert_memory_equal(s->out, src, m);
+    /* skip agrees */
+    unsigned c2;
+    assert_int_equal(lmc_block_skip(s->buf, sz, m, &c2), sz);
+    assert_int_equal(c2, *coder);
+    /* with trailing bytes after it, the block still ends where it ends */
+    assert_int_equal(lmc_block_decode(s->dec, s->out, m, s->buf, sz + LMC_BLOCK_SLACK), sz);
+    /* every shorter source is an error, never a crash */
+    for (size_t cut = 0; cut < sz; cut += 1 + sz / 7) {
+        uint8_t* const t = (uint8_t*)tu_xmalloc(cut);
+        memcpy(t, s->buf, cut);
+        assert_true(lmc_is_error(lmc_block_decode(s->dec, s->out, m, t, cut)));
+        free(t);
+    }
+    return sz;
+}
+
+static void test_block_roundtrip(void** state)
+{
+    codec_state* const s = (codec_state*)*state;
+    size_t const ms[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 100, 4097, 65535, 65536 };
+    unsigned const masks[] = { 0xFF, 0x01, 0x03, 0x05, 0x09, 0x0D, 0x0C, 0x00 };
+    uint8_t* const src = (uint8_t*)tu_xmalloc(LMC_BLOCK_MAX);
+    unsigned seen[4] = { 0 };
+    for (size_t mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++) {
+        for (int d = 0; d < D_COUNT; d++) {
+            size_t const m = ms[mi];
+            fill_dist(src, m, d, 1000 + mi * 10 + (size_t)d);
+            for (size_t k = 0; k < sizeof(masks) / sizeof(masks[0]); k++) {
+                unsigned coder;
+                block_roundtrip(s, src, m, masks[k], &coder);
+                seen[coder]++;
+            }
+        }
+    }
+    for (int c = 0; c < 4; c++) assert_true(seen[c] > 0);
+    free(src);
+}
+
+/* Each coder wins where it should, with every coder allowed. */
+static void test_block_choice(void** state)
+{
+    codec_state* const s = (codec_state*)*state;
+    uint8_t* const src = (uint8_t*)tu_xmalloc(LMC_BLOCK_MAX);
+    size_t const m = LMC_BLOCK_MAX;
+    unsigned coder;
+    fill_dist(src, m, D_ONE, 1);
+    assert_int_equal(block_roundtrip(s, src, m, 0xFF, &coder), 2);
+    assert_int_equal(coder, LMC_CODER_CONST);
+    fill_dist(src, m, D_RANDOM, 2);
+    block_roundtrip(s, src, m, 0xFF, &coder);
+    assert_int_equal(coder, LMC_CODER_RAW);
+    /* skewed bytes: rANS (fractional bits) when allowed, else Huffman */
+    unsigned const no_ans = 0xFFu & ~(1u << LMC_CODER_ANS);
+    fill_dist(src, m, D_GAUSS_HI, 3);
+    block_roundtrip(s, src, m, 0xFF, &coder);
+    assert_int_equal(coder, LMC_CODER_ANS);
+    block_roundtrip(s, src, m, no_ans, &coder);
+    assert_int_equal(coder, LMC_CODER_HUF);
+    fill_dist(src, m, D_FIB, 4);
+    block_roundtrip(s, src, m, no_ans, &coder);
+    assert_int_equal(coder, LMC_CODER_HUF);
+    fill_dist(src, m, D_SPARSE, 5);
+    block_roundtrip(s, src, m, 0xFF, &coder);
+    assert_int_equal(coder, LMC_CODER_RLE_HUF);
+    fill_dist(src, m, D_RUNS_LONG, 6);
+    size_t const sz = block_roundtrip(s, src, m, 0xFF, &coder);
+    assert_int_equal(coder, LMC_CODER_RLE_HUF);
+    assert_true(sz < 200);
+    /* a single symbol without CONST: RLE (runs) if allowed, else RAW */
+    fill_dist(src, m, D_ONE, 7);
+    block_roundtrip(s, src, m, 1u << LMC_CODER_RLE_HUF, &coder);
+    assert_int_equal(coder, LMC_CODER_RLE_HUF);
+    block_roundtrip(s, src, m, 1u << LMC_CODER_HUF, &coder);
+    assert_int_equal(coder, LMC_CODER_RAW);
+    /* zero runs at the start of the block */
+    memset(src, 0, m);
+    src[m - 1] = 1;
+    block_roundtrip(s, src, m, 1u << LMC_CODER_RLE_HUF, &coder);
+    assert_int_equal(coder, LMC_CODER_RLE_HUF);
+    free(src);
+}
+
+/*-*** Huffman lengths ***-*/
+
+/* Optimal (unlimited) Huffman cost, O(n^2): sum of all merged weights. */
+static uint64_t ref_huffman_cost(const uint32_t* freq, unsigned alpha)
+{
+    uint64_t w[LMC_ALPHA_RLE];
+    unsigned n = 0;
+    for (unsigned s = 0; s < alpha; s++) if (freq[s]) w[n++] = freq[s];
+    if (n == 1) return w[0];
+    uint64_t cost = 0;
+    while (n > 1) {
+        unsigned a = 0, b = 1;
+        if (w[b] < w[a]) { a = 1; b = 0; }
+        for (unsigned i = 2; i < n; i++) {
+            if (w[i] < w[a]) { b = a; a = i; }
+            else if (w[i] < w[b]) b = i;
+        }
+        uint64_t const m = w[a] + w[b];
+        cost += m;
+        unsigned const lo = a < b ? a : b, hi = a < b ? b : a;
+        w[lo] = m;
+        w[hi] = w[--n];
+    }
+    return cost;
+}
+
+static void check_lengths(codec_state* s, const uint32_t* freq, unsigned alpha, unsigned maxbits)
+{
+    uint8_t len[LMC_ALPHA_RLE];
+    unsigned const maxlen = lmc_huf_lengths(s->enc, len, freq, alpha, maxbits);
+    uint64_t kraft = 0, cost = 0;
+    unsigned used = 0, top = 0;
+    for (unsigned k = 0; k < alpha; k++) {
+        if (!freq[k]) { assert_int_equal(len[k], 0); continue; }
+        assert_true(len[k] >= 1 && len[k] <= maxbits);
+        kraft += (uint64_t)1 << (maxbits - len[k]);
+        cost += (uint64_t)freq[k] * len[k];
+        used++;
+        if (len[k] > top) top = len[k];
+    }
+    if (!used) { assert_int_equal(maxlen, 0); return; }
+    assert_true(kraft <= ((uint64_t)1 << maxbits));
+    assert_int_equal(maxlen, top);
+    uint64_t const opt = ref_huffman_cost(freq, alpha);
+    assert_true(cost >= opt);
+    if (maxlen < maxbits) assert_int_equal(cost, opt);   /* not limited: must be optimal */
+    if (used >= 2 && maxbits == LMC_HUF_MAXBITS) {
+        uint16_t code[LMC_ALPHA_RLE];
+        assert_int_equal(lmc_huf_canonical(code, len, alpha), 0);
+    }
+}
+
+static void test_huf_lengths(void** state)
+{
+    codec_state* const s = (codec_state*)*state;
+    uint32_t freq[LMC_ALPHA_RLE];
+    tu_rng r; tu_seed(&r, 99);
+    unsigned const alphas[] = { LMC_ALPHA_LIT, LMC_ALPHA_RLE };
+    for (int it = 0; it < 400; it++) {
+        unsigned const alpha = alphas[it & 1];
+        unsigned const maxbits = it % 5 == 0 ? 9 + (unsigned)(it % 3) : LMC_HUF_MAXBITS;
+        memset(freq, 0, sizeof(freq));
+        int const kind = it % 4;
+        unsigned const nsym = 1 + (unsigned)tu_below(&r, alpha);
+        uint32_t budget = 65536;
+        for (unsigned k = 0; k < nsym && budget; k++) {
+            unsigned const sym = (unsigned)tu_below(&r, alpha);
+            uint32_t f;
+            if (kind == 0) f = 1 + (uint32_t)tu_below(&r, 100);
+            else if (kind == 1) f = 1u << tu_below(&r, 16);                  /* very skewed */
+            else if (kind == 2) f = 1;                                         /* flat */
+            else f = 1 + (uint32_t)tu_below(&r, 3000);
+            if (f > budget) f = budget;
+            freq[sym] += f; budget -= f;
+        }
+        check_lengths(s, freq, alpha, maxbits);
+    }
+    /* Fibonacci frequencies: unlimited depth ~ 24, the 11-bit limit binds */
+    for (unsigned alpha = LMC_ALPHA_LIT; alpha <= LMC_ALPHA_RLE; alpha += LMC_RUN_CODES) {
+        memset(freq, 0, sizeof(freq));
+        uint32_t a = 1, b = 1;
+        for (unsigned k = 0; k < 24; k++) { freq[k * 7 % alpha] = a; uint32_t const c = a + b; a = b; b = c; }
+        uint8_t len[LMC_ALPHA_RLE];
+        assert_int_equal(lmc_huf_lengths(s->enc, len, freq, alpha, LMC_HUF_MAXBITS), LMC_HUF_MAXBITS);
+        check_lengths(s, freq, alpha, LMC_HUF_MAXBITS);
+    }
+    /* every symbol present, equal counts: all length 8 for 256 */
+    for (unsigned k = 0; k < LMC_ALPHA_LIT; k++) freq[k] = 256;
+    uint8_t len[LMC_ALPHA_RLE];
+    assert_int_equal(lmc_huf_lengths(s->enc, len, freq, LMC_ALPHA_LIT, LMC_HUF_MAXBITS), 8);
+    for (unsigned k = 0; k < LMC_ALPHA_LIT; k++) assert_int_equal(len[k], 8);
+    /* all 273 symbols with skew: limit with a full alphabet */
+    for (unsigned k = 0; k < LMC_ALPHA_RLE; k++) freq[k] = k < 20 ? (1u << (k < 16 ? k : 15)) : 1;
+    check_lengths(s, freq, LMC_ALPHA_RLE, LMC_HUF_MAXBITS);
+    /* one symbol, none */
+    memset(freq, 0, sizeof(freq));
+    freq[200] = 65536;
+    assert_int_equal(lmc_huf_lengths(s->enc, len, freq, LMC_ALPHA_LIT, LMC_HUF_MAXBITS), 1);
+    assert_int_equal(len[200], 1);
+    freq[200] = 0;
+    assert_int_equal(lmc_huf_lengths(s->enc, len, freq, LMC_ALPHA_LIT, LMC_HUF_MAXBITS), 0);
+}
+
+static void test_huf_canonical(void** state)
+{
+    (void)state;
+    uint8_t len[LMC_ALPHA_RLE];
+    uint16_t code[LMC_ALPHA_RLE];
+    memset(len, 0, sizeof(len));
+    assert_int_equal(lmc_huf_canonical(code, len, LMC_ALPHA_LIT), -1);    /* no symbol */
+    len[5] = 1; len[9] = 1;
+    assert_int_equal(lmc_huf_canonical(code, len, LMC_ALPHA_LIT), 0);
+    assert_int_equal(code[5], 0); assert_int_equal(code[9], 1);
+    len[10] = 1;
+    assert_int_equal(lmc_huf_canonical(code, len, LMC_ALPHA_LIT), -1);    /* Kraft > 1 */
+    memset(len, 0, sizeof(len));
+    len[0] = 12;
+    assert_int_equal(lmc_huf_canonical(code, len, LMC_ALPHA_LIT), -1);    /* too long */
+    /* DEFLATE's example: lengths 3 3 3 3 3 2 4 4 -> codes 010 011 100 101 110 00 1110 1111 */
+    memset(len, 0, sizeof(len));
+    const uint8_t l[8] = { 3, 3, 3, 3, 3, 2, 4, 4 };
+    const unsigned c[8] = { 2, 3, 4, 5, 6, 0, 14, 15 };
+    memcpy(len, l, 8);
+    assert_int_equal(lmc_huf_canonical(code, len, LMC_ALPHA_LIT), 0);
+    for (int k = 0; k < 8; k++) {
+        unsigned rev = 0, x = c[k];
+        for (unsigned b = 0; b < l[k]; b++) { rev = (rev << 1) | (x & 1); x >>= 1; }
+        assert_int_equal(code[k], rev);
+    }
+}
+
+static void test_huf_read_table(void** state)
+{
+    (void)state;
+    uint8_t len[LMC_ALPHA_RLE];
+    /* nsym 3: lengths 1, 2, 2 -> nibbles 1 2 | 2 pad */
+    const uint8_t ok[] = { 3, 0, 0x21, 0x02 };
+    assert_int_equal(lmc_huf_read_table(len, LMC_ALPHA_LIT, ok, sizeof(ok)), 4);
+    assert_int_equal(len[0], 1); assert_int_equal(len[1], 2); assert_int_equal(len[2], 2); assert_int_equal(len[3], 0);
+    /* zero run: nsym 6 = 15,z=2 (5 absent) then 1 */
+    const uint8_t zr[] = { 6, 0, 0x2F, 0x01 };
+    assert_int_equal(lmc_huf_read_table(len, LMC_ALPHA_LIT, zr, sizeof(zr)), 4);
+    for (int k = 0; k < 5; k++) assert_int_equal(len[k], 0);
+    assert_int_equal(len[5], 1);
+    /* errors */
+    const uint8_t nsym0[] = { 0, 0, 0x11 };
+    assert_int_equal(lmc_get_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, nsym0, sizeof(nsym0))), LMC_ERR_CORRUPT);
+    const uint8_t big[] = { 0x01, 0x01, 0x11 };   /* 257 > 256 */
+    assert_true(lmc_is_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, big, sizeof(big))));
+    const uint8_t nib12[] = { 2, 0, 0xC1 };
+    assert_int_equal(lmc_get_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, nib12, sizeof(nib12))), LMC_ERR_CORRUPT);
+    const uint8_t runover[] = { 4, 0, 0x5F };    /* run of 8 > 4 */
+    assert_int_equal(lmc_get_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, runover, sizeof(runover))), LMC_ERR_CORRUPT);
+    const uint8_t pad[] = { 1, 0, 0x31 };        /* padding nibble must be 0 */
+    assert_int_equal(lmc_get_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, pad, sizeof(pad))), LMC_ERR_CORRUPT);
+    assert_int_equal(lmc_get_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, ok, 3)), LMC_ERR_TRUNCATED);
+    assert_int_equal(lmc_get_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, ok, 1)), LMC_ERR_TRUNCATED);
+    const uint8_t zr_trunc[] = { 6, 0, 0x0F };   /* run nibble without its count */
+    assert_int_equal(lmc_get_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, zr_trunc, sizeof(zr_trunc))), LMC_ERR_TRUNCATED);
+    /* the RLE alphabet accepts nsym = its size, the literal one does not */
+    uint8_t tr[2 + (LMC_ALPHA_RLE + 1) / 2];
+    tr[0] = (uint8_t)(LMC_ALPHA_RLE & 0xFF); tr[1] = (uint8_t)(LMC_ALPHA_RLE >> 8);
+    memset(tr + 2, 0x99, sizeof(tr) - 2);
+    if (LMC_ALPHA_RLE % 2) tr[sizeof(tr) - 1] = 0x09;
+    assert_int_equal(lmc_huf_read_table(len, LMC_ALPHA_RLE, tr, sizeof(tr)), sizeof(tr));
+    for (unsigned k = 0; k < LMC_ALPHA_RLE; k++) assert_int_equal(len[k], 9);
+    assert_true(lmc_is_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, tr, sizeof(tr))));
+}
+
+/* Hand-made blocks the decoder must refuse. */
+static void test_block_decode_hostile(void** state)
+{
+    codec_state* const s = (codec_state*)*state;
+    uint8_t b[64];
+    /* unknown coder */
+    b[0] = LMC_CODER_ANS + 1;
+    assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 10, b, 20)), LMC_ERR_CODER);
+    b[0] = 255;
+    assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 10, b, 20)), LMC_ERR_CODER);
+    /* m = 0 or > 65536 */
+    b[0] = LMC_CODER_CONST; b[1] = 7;
+    assert_true(lmc_is_error(lmc_block_decode(s->dec, s->out, 0, b, 2)));
+    assert_true(lmc_is_error(lmc_block_decode(s->dec, s->out, LMC_BLOCK_MAX + 1, b, 2)));
+    /* RAW shorter than m */
+    b[0] = LMC_CODER_RAW;
+    assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 30, b, 30)), LMC_ERR_TRUNCATED);
+    /* HUF with a declared size past the end */
+    b[0] = LMC_CODER_HUF; b[1] = 0xFF; b[2] = 0xFF; b[3] = 0x00;
+    assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 10, b, 64)), LMC_ERR_TRUNCATED);
+    /* HUF: one symbol of length 1 coded, bitstream uses the unassigned code */
+    {
+        size_t p = 0;
+        b[p++] = LMC_CODER_HUF; p += 3;
+        b[p++] = 1; b[p++] = 0; b[p++] = 0x01;           /* table: symbol 0, len 1 */
+        b[p++] = 0; b[p++] = 0; b[p++] = 0; b[p++] = 0; b[p++] = 0; b[p++] = 0;   /* s0..s2 = 0 */
+        b[p++] = 0x01;                                    /* stream 3: bit 1 = unassigned */
+        size_t const payload = p - 4;
+        b[1] = (uint8_t)payload; b[2] = 0; b[3] = 0;
+        assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 1, b, p)), LMC_ERR_CORRUPT);
+        b[p - 1] = 0x00;                                  /* code 0: symbol 0, ok */
+        assert_int_equal(lmc_block_decode(s->dec, s->out, 1, b, p), p);
+        assert_int_equal(s->out[0], 0);
+        b[p - 1] = 0x02;                                  /* second symbol uses the unassigned code */
+        assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 2, b, p)), LMC_ERR_CORRUPT);
+        b[p - 1] = 0x00;                                  /* 2 symbols of 1 bit: fine */
+        assert_int_equal(lmc_block_decode(s->dec, s->out, 2, b, p), p);
+        assert_true(lmc_is_error(lmc_block_decode(s->dec, s->out, 9, b, p)));   /* 9 bits do not fit 1 byte */
+    }
+    /* RLE_HUF: one code, symbol 256 + 15 (exact run of 16 run bytes), length 1 */
+    {
+        size_t p = 0;
+        unsigned const sym = LMC_ALPHA_LIT + 15;
+        b[p++] = LMC_CODER_RLE_HUF; p += 3;
+        b[p++] = (uint8_t)((sym + 1) & 0xFF); b[p++] = (uint8_t)((sym + 1) >> 8);   /* nsym 272 */
+        for (int k = 0; k < 14; k++) b[p++] = 0xFF;      /* 14 runs of 18 absent = 252 */
+        b[p++] = 0xDF;                                    /* run of 16 absent: 268 */
+        b[p++] = 0x0F;                                    /* run of 3 absent: 271 */
+        b[p++] = 0x01;                                    /* symbol 271: length 1, pad 0 */
+        b[p++] = 0x77;                                    /* run byte */
+        size_t const tok = p;
+        b[p++] = 1; b[p++] = 0; b[p++] = 0;               /* 1 token */
+        b[p++] = 0x00;                                    /* code 0 */
+        size_t const payload = p - 4;
+        b[1] = (uint8_t)payload; b[2] = 0; b[3] = 0;
+        size_t r = lmc_block_decode(s->dec, s->out, 16, b, p);
+        if (lmc_is_error(r)) fail_msg("hand-made RLE block: %s", lmc_error_name(r));
+        assert_int_equal(r, p);
+        for (int k = 0; k < 16; k++) assert_int_equal(s->out[k], 0x77);
+        r = lmc_block_decode(s->dec, s->out, 15, b, p);  /* run past the block */
+        assert_int_equal(lmc_get_error(r), LMC_ERR_CORRUPT);
+        r = lmc_block_decode(s->dec, s->out, 17, b, p);  /* block not filled */
+        assert_int_equal(lmc_get_error(r), LMC_ERR_CORRUPT);
+        b[tok] = 0;                                       /* 0 tokens */
+        assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 16, b, p)), LMC_ERR_CORRUPT);
+        b[tok] = 2;                                       /* 2 tokens of 1 bit each: 32 bytes */
+        assert_int_equal(lmc_block_decode(s->dec, s->out, 32, b, p), p);
+        b[tok] = 9;                                       /* 9 bits do not fit the 1-byte stream */
+        assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 144, b, p)), LMC_ERR_CORRUPT);
+        b[tok] = 17;                                      /* more tokens than bytes in the block */
+        assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 16, b, p)), LMC_ERR_CORRUPT);
+        b[tok] = 1;
+        assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, 16, b, p - 1)), LMC_ERR_TRUNCATED);
+    }
+}
+
+/* Random bytes as a block: always returns, decodes at most m bytes. */
+static void test_block_decode_random(void** state)
+{
+    codec_state* const s = (codec_state*)*state;
+    tu_rng r; tu_seed(&r, 4242);
+    uint8_t buf[600];
+    for (int it = 0; it < 20000; it++) {
+        size_t const n = 1 + tu_below(&r, sizeof(buf));
+        for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)tu_next(&r);
+        buf[0] = (uint8_t)(it % 5 == 0 ? tu_below(&r, 256) : (size_t)(2 + it % 2));
+        if (n >= 4 && buf[0] >= 2) { size_t const p = n - 4; buf[1] = (uint8_t)p; buf[2] = (uint8_t)(p >> 8); buf[3] = 0; }
+        size_t const m = 1 + tu_below(&r, it % 3 ? 64 : LMC_BLOCK_MAX);
+        size_t const res = lmc_block_decode(s->dec, s->out, m, buf, n);
+        if (!lmc_is_error(res)) assert_true(res <= n);
+    }
+}
+
+/*-*** coder choice seen through frames ***-*/
+static void frame_stats_of(lmc_cctx* c, const uint8_t* src, size_t n, lmc_frame_stats* st)
+{
+    uint8_t* f;
+    size_t const s = tu_compress(c, &f, src, n);
+    if (lmc_is_error(s)) fail_msg("lmc_compress: %s", lmc_error_name(s));
+    assert_int_equal(lmc_frame_stats_get(st, f, s), s);
+    lmc_frame_stats cs;
+    assert_int_equal(lmc_cctx_last_stats(c, &cs), 0);
+    for (int k = 0; k < LMC_CODER_COUNT; k++) assert_int_equal(cs.blocks[k], st->blocks[k]);
+    lmc_dctx* const d = lmc_dctx_create();
+    uint8_t* const o = (uint8_t*)tu_xmalloc(n);
+    assert_int_equal(lmc_decompress(d, o, n, f, s), n);
+    assert_memory_equal(o, src, n);
+    free(o); free(f);
+    lmc_dctx_free(d);
+}
+
+static uint64_t total_blocks(const lmc_frame_stats* st)
+{
+    uint64_t t = 0;
+    for (int k = 0; k < LMC_CODER_COUNT; k++) t += st->blocks[k];
+    return t;
+}
+
+static void test_frame_coders(void** state)
+{
+    (void)state;
+    size_t const n = 4 * LMC_BLOCK_MAX;
+    uint8_t* const a = (uint8_t*)tu_xmalloc(n);
+    lmc_cctx* const c = lmc_cctx_create();
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_GENERIC), 0);
+    lmc_frame_stats st;
+
+    tu_fill_const(a, n, 0x5A);
+    frame_stats_of(c, a, n, &st);
+    assert_int_equal(st.blocks[LMC_CODER_CONST], 4);
+    assert_int_equal(total_blocks(&st), 4);
+
+    tu_fill_random(a, n, 1);
+    frame_stats_of(c, a, n, &st);
+    assert_int_equal(st.blocks[LMC_CODER_RAW], 4);
+    assert_int_equal(total_blocks(&st), 4);
+
+    fill_dist(a, n, D_GAUSS_HI, 2);   /* bf16 high bytes of Gaussian weights */
+    for (size_t b = 1; b < 4; b++) fill_dist(a + b * LMC_BLOCK_MAX, LMC_BLOCK_MAX, D_GAUSS_HI, 2 + b);
+    frame_stats_of(c, a, n, &st);
+    assert_int_equal(st.blocks[LMC_CODER_ANS], 4);     /* fractional bits win on a skewed byte */
+    unsigned const no_ans = 0xFFu & ~(1u << LMC_CODER_ANS);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_CODERS, no_ans), 0);
+    frame_stats_of(c, a, n, &st);
+    assert_int_equal(st.blocks[LMC_CODER_HUF], 4);
+
+    tu_fill_sparse(a, n, 3);
+    frame_stats_of(c, a, n, &st);
+    assert_int_equal(st.blocks[LMC_CODER_RLE_HUF], 4);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_CODERS, 0xFF), 0);
+
+    /* bf16 Gaussian weights as RAW bf16, byte-grouped: the exponent stream is Huffman coded */
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_RAW), 0);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_DTYPE, LMC_DTYPE_BF16), 0);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_LAYOUT, 1), 0);
+    tu_fill_gauss(a, n, 2, 4);
+    frame_stats_of(c, a, n, &st);
+    assert_true(st.blocks[LMC_CODER_HUF] + st.blocks[LMC_CODER_ANS] >= 2);
+    assert_int_equal(st.pieces_rotated, 0);
+    assert_int_equal(st.dtype_in[LMC_DTYPE_BF16], n);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_LAYOUT, 2), 0);
+    frame_stats_of(c, a, n, &st);
+    assert_int_equal(st.pieces_rotated, 1);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_LAYOUT, 0), 0);
+    lmc_cctx_free(c);
+    free(a);
+}
+
+/* LMC_P_CODERS: disallowed coders never appear, and frames still decode. */
+static void test_coder_mask(void** state)
+{
+    (void)state;
+    size_t const n = 6 * LMC_BLOCK_MAX + 11;
+    uint8_t* const a = (uint8_t*)tu_xmalloc(n);
+    tu_fill_const(a, LMC_BLOCK_MAX, 0);
+    tu_fill_const(a + LMC_BLOCK_MAX, LMC_BLOCK_MAX, 9);
+    tu_fill_random(a + 2 * LMC_BLOCK_MAX, LMC_BLOCK_MAX, 5);
+    fill_dist(a + 3 * LMC_BLOCK_MAX, LMC_BLOCK_MAX, D_GAUSS_HI, 6);
+    tu_fill_sparse(a + 4 * LMC_BLOCK_MAX, LMC_BLOCK_MAX, 7);
+    fill_dist(a + 5 * LMC_BLOCK_MAX, LMC_BLOCK_MAX + 11, D_FIB, 8);
+    lmc_cctx* const c = lmc_cctx_create();
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_GENERIC), 0);
+    lmc_frame_stats st;
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_CODERS, 0x0F), 0);
+    frame_stats_of(c, a, n, &st);
+    for (int k = 0; k < 4; k++) assert_true(st.blocks[k] > 0);   /* RAW, CONST, HUF, RLE_HUF in one frame */
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_CODERS, 0xFF), 0);
+    frame_stats_of(c, a, n, &st);
+    assert_true(st.blocks[LMC_CODER_ANS] > 0);
+    for (unsigned mask = 0; mask < 32; mask++) {
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_CODERS, mask), 0);
+        frame_stats_of(c, a, n, &st);
+        unsigned const allowed = mask | 1u;
+        for (unsigned k = 0; k < LMC_CODER_COUNT; k++)
+            if (!((allowed >> k) & 1u)) assert_int_equal(st.blocks[k], 0);
+        for (unsigned k = 0; k < 4; k++)   /* HUF may lose every block to ANS when both are allowed */
+            if ((allowed >> k) & 1u)
+                assert_true(st.blocks[k] > 0 || k == LMC_CODER_RAW || (k == LMC_CODER_HUF && ((allowed >> LMC_CODER_ANS) & 1u)));
+        assert_int_equal(total_blocks(&st), 7);
+    }
+    assert_int_equal(lmc_get_error(lmc_cctx_set_param(c, LMC_P_CODERS, 0x100)), LMC_ERR_PARAM);
+    assert_int_equal(lmc_get_error(lmc_cctx_set_param(c, LMC_P_CODERS, -1)), LMC_ERR_PARAM);
+    lmc_cctx_free(c);
+    free(a);
+}
+
+static void test_names(void** state)
+{
+    (void)state;
+    assert_int_equal(lmc_version_number(), LMC_VERSION_NUMBER);
+    assert_string_equal(lmc_version_string(), LMC_VERSION_STRING);
+    const unsigned widths[LMC_DTYPE_COUNT] = { 1, 2, 2, 4, 8, 1, 1, 2, 2, 4, 4, 8, 8, 1, 1, 1 };
+    for (int d = 0; d < LMC_DTYPE_COUNT; d++) {
+        assert_int_equal(lmc_dtype_width((lmc_dtype)d), widths[d]);
+        assert_non_null(lmc_dtype_name((lmc_dtype)d));
+        assert_int_equal(lmc_dtype_from_name(lmc_dtype_name((lmc_dtype)d)), d);
+    }
+    assert_int_equal(lmc_dtype_width((lmc_dtype)99), 1);
+    assert_non_null(lmc_dtype_name((lmc_dtype)99));
+    assert_int_equal(lmc_dtype_from_name("BF16"), LMC_DTYPE_BF16);
+    assert_int_equal(lmc_dtype_from_name("uint8"), LMC_DTYPE_U8);
+    assert_int_equal(lmc_dtype_from_name("bf1"), -1);
+    assert_int_equal(lmc_dtype_from_name("bf166"), -1);
+    assert_int_equal(lmc_dtype_from_name(""), -1);
+    assert_int_equal(lmc_dtype_from_name(NULL), -1);
+    for (int f = 0; f < 8; f++) assert_non_null(lmc_format_name((lmc_format)f));
+    for (unsigned k = 0; k < 300; k++) assert_non_null(lmc_coder_name(k));
+    /* XXH3-64 of the empty input (seed 0) */
+    assert_int_equal(lmc_hash64("", 0), 0x2D06800538D394C2ull);
+    assert_int_equal(lmc_hash64("abc", 3), lmc_hash64("abc", 3));
+    assert_true(lmc_hash64("abc", 3) != lmc_hash64("abd", 3));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_block_roundtrip),
+        cmocka_unit_test(test_block_choice),
+        cmocka_unit_test(test_huf_lengths),
+        cmocka_unit_test(test_huf_canonical),
+        cmocka_unit_test(test_huf_read_table),
+        cmocka_unit_test(test_block_decode_hostile),
+        cmocka_unit_test(test_block_decode_random),
+        cmocka_unit_test(test_frame_coders),
+        cmocka_unit_test(test_coder_mask),
+        cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests_name("codec", tests, setup, teardown);
+}

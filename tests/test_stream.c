@@ -1,0 +1,557 @@
+/* test_stream.c - round trips through lmc_compress/lmc_decompress and the
+ * streaming APIs: every width, awkward sizes, references shorter/equal/longer
+ * than the input, thread counts and chunk sizes (identical bytes required),
+ * real checkpoints and deltas, and safetensors handling. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "testutil.h"
+
+enum { REF_NONE = 0, REF_SHORTER, REF_EQUAL, REF_LONGER };
+
+typedef struct {
+    int      fmt;          /* LMC_FORMAT_GENERIC, LMC_FORMAT_RAW, LMC_FORMAT_AUTO */
+    int      dtype;        /* for RAW */
+    unsigned chunk_log;
+    int      full;         /* also threads 3, unpledged stream and threaded decode */
+} cfg;
+
+static lmc_cctx* make_cctx(const cfg* c, unsigned threads)
+{
+    lmc_cctx* const cc = lmc_cctx_create();
+    assert_non_null(cc);
+    assert_int_equal(lmc_cctx_set_param(cc, LMC_P_FORMAT, c->fmt), 0);
+    if (c->fmt == LMC_FORMAT_RAW) assert_int_equal(lmc_cctx_set_param(cc, LMC_P_DTYPE, c->dtype), 0);
+    assert_int_equal(lmc_cctx_set_param(cc, LMC_P_THREADS, threads), 0);
+    assert_int_equal(lmc_cctx_set_param(cc, LMC_P_CHUNK_LOG, c->chunk_log), 0);
+    return cc;
+}
+
+static void check_decode_oneshot(const uint8_t* frame, size_t fsize, const uint8_t* src, size_t n,
+                                 const uint8_t* ref, size_t refn, unsigned threads)
+{
+    lmc_dctx* const d = lmc_dctx_create();
+    assert_non_null(d);
+    assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, threads), 0);
+    if (ref) assert_int_equal(lmc_dctx_set_ref(d, ref, refn), 0);
+    uint8_t* const out = (uint8_t*)tu_xmalloc(n + 1);
+    size_t const r = lmc_decompress(d, out, n + 1, frame, fsize);
+    if (lmc_is_error(r)) fail_msg("lmc_decompress: %s", lmc_error_name(r));
+    assert_int_equal(r, n);
+    assert_true(n == 0 || memcmp(out, src, n) == 0);
+    /* exact-size destination too */
+    size_t const r2 = lmc_decompress(d, out, n, frame, fsize);
+    assert_int_equal(r2, n);
+    free(out);
+    lmc_dctx_free(d);
+}
+
+static void check_decode_stream(const uint8_t* frame, size_t fsize, const uint8_t* src, size_t n,
+                                const uint8_t* ref, size_t refn, unsigned threads)
+{
+    lmc_dctx* const d = lmc_dctx_create();
+    assert_non_null(d);
+    assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, threads), 0);
+    if (ref) assert_int_equal(lmc_dctx_set_ref(d, ref, refn), 0);
+    uint8_t* const out = (uint8_t*)tu_xmalloc(n + 1);
+    size_t const r = tu_decompress_stream(d, out, n + 1, frame, fsize, tu_pieces_default, TU_NPIECES);
+    if (lmc_is_error(r)) fail_msg("lmc_decompress_stream: %s", lmc_error_name(r));
+    assert_int_equal(r, n);
+    assert_true(n == 0 || memcmp(out, src, n) == 0);
+    free(out);
+    lmc_dctx_free(d);
+}
+
+/* The core round trip: one-shot threads 1 (reference bytes), threads 2 (and 3)
+ * identical, streaming with a pledged size identical, decoded every way. */
+static void roundtrip(const cfg* c, const uint8_t* src, size_t n, const uint8_t* ref, size_t refn)
+{
+    lmc_cctx* const c1 = make_cctx(c, 1);
+    if (ref) assert_int_equal(lmc_cctx_set_ref(c1, ref, refn), 0);
+    uint8_t* f1;
+    size_t const s1 = tu_compress(c1, &f1, src, n);
+    if (lmc_is_error(s1)) fail_msg("lmc_compress: %s", lmc_error_name(s1));
+    assert_true(s1 <= lmc_compress_bound(n));
+
+    /* structure walk agrees with the encoder's own statistics */
+    lmc_frame_stats st, cs;
+    assert_int_equal(lmc_frame_stats_get(&st, f1, s1), s1);
+    assert_int_equal(lmc_cctx_last_stats(c1, &cs), 0);
+    assert_int_equal(st.content_size, n);
+    assert_int_equal(st.frame_size, s1);
+    assert_int_equal(cs.frame_size, s1);
+    assert_int_equal(st.content_hash, lmc_hash64(src, n));
+    assert_int_equal(st.header.has_ref, ref != NULL);
+    assert_int_equal(st.header.chunk_log, c->chunk_log);
+    assert_int_equal(st.header.content_size, n);
+    assert_int_equal(st.chunks, cs.chunks);
+    assert_int_equal(st.pieces, cs.pieces);
+    assert_int_equal(st.pieces_xor, cs.pieces_xor);
+    for (int k = 0; k < LMC_CODER_COUNT; k++) {
+        assert_int_equal(st.blocks[k], cs.blocks[k]);
+        assert_int_equal(st.block_in[k], cs.block_in[k]);
+    }
+    uint64_t din = 0;
+    for (int dt = 0; dt < LMC_DTYPE_COUNT; dt++) { din += st.dtype_in[dt]; assert_int_equal(st.dtype_in[dt], cs.dtype_in[dt]); }
+    assert_int_equal(din, n);
+    if (n) assert_int_equal(st.chunks, (n + ((size_t)1 << c->chunk_log) - 1) >> c->chunk_log);
+
+    check_decode_oneshot(f1, s1, src, n, ref, refn, 1);
+    check_decode_oneshot(f1, s1, src, n, ref, refn, c->full ? 3 : 2);
+    check_decode_stream(f1, s1, src, n, ref, refn, 1);
+
+    /* every thread count writes the same bytes */
+    for (unsigned t = 2; t <= (c->full ? 3u : 2u); t++) {
+        lmc_cctx* const ct = make_cctx(c, t);
+        if (ref) assert_int_equal(lmc_cctx_set_ref(ct, ref, refn), 0);
+        uint8_t* ft;
+        size_t const stt = tu_compress(ct, &ft, src, n);
+        assert_int_equal(stt, s1);
+        assert_memory_equal(ft, f1, s1);
+        free(ft);
+        lmc_cctx_free(ct);
+    }
+
+    /* streaming with a pledged size: the same bytes again */
+    {
+        lmc_cctx* const cst = make_cctx(c, 2);
+        if (ref) assert_int_equal(lmc_cctx_set_ref(cst, ref, refn), 0);
+        assert_int_equal(lmc_cctx_set_param(cst, LMC_P_CONTENT_SIZE, (long long)n), 0);
+        size_t const cap = lmc_compress_bound(n);
+        uint8_t* const fs = (uint8_t*)tu_xmalloc(cap);
+        size_t const ss = tu_compress_stream(cst, fs, cap, src, n, tu_pieces_default, TU_NPIECES);
+        if (lmc_is_error(ss)) fail_msg("lmc_compress_stream: %s", lmc_error_name(ss));
+        assert_int_equal(ss, s1);
+        assert_memory_equal(fs, f1, s1);
+        lmc_frame_stats ss_st;
+        assert_int_equal(lmc_cctx_last_stats(cst, &ss_st), 0);
+        assert_int_equal(ss_st.frame_size, s1);
+        free(fs);
+        lmc_cctx_free(cst);
+    }
+
+    /* streaming without a pledge: another frame, same content */
+    if (c->full) {
+        lmc_cctx* const cu = make_cctx(c, 1);
+        if (ref) assert_int_equal(lmc_cctx_set_ref(cu, ref, refn), 0);
+        size_t const cap = lmc_compress_bound(n);
+        uint8_t* const fu = (uint8_t*)tu_xmalloc(cap);
+        size_t const su = tu_compress_stream(cu, fu, cap, src, n, tu_pieces_default, TU_NPIECES);
+        if (lmc_is_error(su)) fail_msg("lmc_compress_stream (unpledged): %s", lmc_error_name(su));
+        lmc_frame_header h;
+        assert_int_equal(lmc_get_frame_header(&h, fu, su), LMC_FRAME_HEADER_SIZE);
+        assert_int_equal(h.content_size_known, 0);
+        check_decode_oneshot(fu, su, src, n, ref, refn, 2);
+        check_decode_stream(fu, su, src, n, ref, refn, 1);
+        free(fu);
+        lmc_cctx_free(cu);
+    }
+    free(f1);
+    lmc_cctx_free(c1);
+}
+
+/* Data of n bytes for a width: Gaussian floats, or bytes. Reference: a
+ * perturbed copy cut to the wanted size (longer: random extra bytes). */
+static void make_case(unsigned w, size_t n, int refkind, uint64_t seed, uint8_t** src, uint8_t** ref, size_t* refn)
+{
+    *src = (uint8_t*)tu_xmalloc(n);
+    tu_fill_gauss(*src, n, w >= 2 ? w : 2, seed);
+    *ref = NULL; *refn = 0;
+    if (refkind == REF_NONE) return;
+    size_t const rn = refkind == REF_SHORTER ? n / 2 : refkind == REF_EQUAL ? n : n + 1000;
+    uint8_t* const r = (uint8_t*)tu_xmalloc(rn);
+    size_t const common = rn < n ? rn : n;
+    tu_perturb(r, *src, common, w, 10, seed + 1);
+    if (rn > n) tu_fill_random(r + n, rn - n, seed + 2);
+    *ref = r; *refn = rn;
+}
+
+typedef struct { int fmt, dtype; } width_case;
+static const width_case k_widths[] = {
+    { LMC_FORMAT_GENERIC, LMC_DTYPE_BYTES }, { LMC_FORMAT_RAW, LMC_DTYPE_BF16 }, { LMC_FORMAT_RAW, LMC_DTYPE_F16 },
+    { LMC_FORMAT_RAW, LMC_DTYPE_F32 },       { LMC_FORMAT_RAW, LMC_DTYPE_F64 },  { LMC_FORMAT_RAW, LMC_DTYPE_U8 },
+};
+#define NWIDTHS (sizeof(k_widths) / sizeof(k_widths[0]))
+
+static void test_small_sizes(void** state)
+{
+    (void)state;
+    for (size_t wi = 0; wi < NWIDTHS; wi++) {
+        unsigned const w = lmc_dtype_width((lmc_dtype)k_widths[wi].dtype);
+        size_t const sizes[] = { 0, 1, w - 1, 2 * w + 1, 1000, 65535, 65536, 65537 };
+        for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+            for (int rk = REF_NONE; rk <= REF_LONGER; rk++) {
+                size_t const n = sizes[si];
+                if (rk == REF_SHORTER && n < 2) continue;   /* an empty reference is no reference */
+                uint8_t *src, *ref; size_t refn;
+                make_case(w, n, rk, 100 + wi * 31 + si * 7 + (size_t)rk, &src, &ref, &refn);
+                cfg const c = { k_widths[wi].fmt, k_widths[wi].dtype, 20, n >= 65535 && rk == REF_EQUAL };
+                roundtrip(&c, src, n, ref, refn);
+                free(src); free(ref);
+            }
+        }
+    }
+}
+
+/* Several MB: more than one chunk at chunk_log 20, lengths not a multiple of the width. */
+static void test_multi_chunk(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)5 * (1u << 19) + 3;   /* 2.5 MiB + 3: 3 chunks at log 20, 2 at log 21 */
+    for (size_t wi = 0; wi < NWIDTHS; wi++) {
+        unsigned const w = lmc_dtype_width((lmc_dtype)k_widths[wi].dtype);
+        int const refs[] = { REF_NONE, REF_EQUAL };
+        for (int k = 0; k < 2; k++) {
+            uint8_t *src, *ref; size_t refn;
+            make_case(w, n, refs[k], 7000 + wi * 3 + (size_t)k, &src, &ref, &refn);
+            cfg const c = { k_widths[wi].fmt, k_widths[wi].dtype, (wi + (size_t)k) % 2 ? 21u : 20u, wi == 1 && k == 1 };
+            roundtrip(&c, src, n, ref, refn);
+            free(src); free(ref);
+        }
+    }
+}
+
+static void test_multi_chunk_ref_lengths(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)(1u << 21) + 12345;
+    int const kinds[] = { REF_SHORTER, REF_LONGER };
+    for (int wi = 0; wi < 2; wi++) {             /* generic and bf16 */
+        unsigned const w = wi ? 2 : 1;
+        for (int k = 0; k < 2; k++) {
+            uint8_t *src, *ref; size_t refn;
+            make_case(w, n, kinds[k], 9100 + (uint64_t)(wi * 2 + k), &src, &ref, &refn);
+            cfg const c = { k_widths[wi].fmt, k_widths[wi].dtype, 20, 0 };
+            roundtrip(&c, src, n, ref, refn);
+            free(src); free(ref);
+        }
+    }
+}
+
+static void test_data_kinds(void** state)
+{
+    (void)state;
+    size_t const n = 300000 + 1;
+    uint8_t* const a = (uint8_t*)tu_xmalloc(n);
+    uint8_t* const b = (uint8_t*)tu_xmalloc(n);
+    for (int kind = 0; kind < 6; kind++) {
+        switch (kind) {
+        case 0: tu_fill_const(a, n, 0); break;
+        case 1: tu_fill_const(a, n, 0xA5); break;
+        case 2: tu_fill_random(a, n, 42); break;
+        case 3: tu_fill_gauss(a, n, 2, 43); break;
+        case 4: tu_fill_gauss(a, n, 4, 44); break;
+        default: tu_fill_sparse(a, n, 45); break;
+        }
+        for (int dt = 0; dt < 3; dt++) {
+            cfg const c = { dt == 0 ? LMC_FORMAT_GENERIC : LMC_FORMAT_RAW, dt == 1 ? LMC_DTYPE_BF16 : LMC_DTYPE_F32, 20, 0 };
+            roundtrip(&c, a, n, NULL, 0);
+            unsigned const w = dt == 0 ? 1 : dt == 1 ? 2 : 4;
+            tu_perturb(b, a, n, w, 20, 46 + (uint64_t)kind);
+            roundtrip(&c, b, n, a, n);   /* sparse XOR delta */
+        }
+    }
+    free(a); free(b);
+}
+
+/* Chunk-size and contexts reused across frames: parameters and reference kept. */
+static void test_context_reuse(void** state)
+{
+    (void)state;
+    size_t const n = 200001;
+    uint8_t* const a = (uint8_t*)tu_xmalloc(n);
+    uint8_t* const b = (uint8_t*)tu_xmalloc(n);
+    tu_fill_gauss(a, n, 2, 1);
+    tu_perturb(b, a, n, 2, 5, 2);
+    lmc_cctx* const c = lmc_cctx_create();
+    lmc_dctx* const d = lmc_dctx_create();
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_RAW), 0);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_DTYPE, LMC_DTYPE_BF16), 0);
+    assert_int_equal(lmc_cctx_set_ref(c, a, n), 0);
+    assert_int_equal(lmc_dctx_set_ref(d, a, n), 0);
+    size_t const cap = lmc_compress_bound(n);
+    uint8_t* const f = (uint8_t*)tu_xmalloc(cap);
+    uint8_t* const o = (uint8_t*)tu_xmalloc(n);
+    size_t prev = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_CHUNK_LOG, i % 2 ? 21 : 20), 0);
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_THREADS, 1 + i % 3), 0);
+        size_t const s = lmc_compress(c, f, cap, b, n);
+        assert_false(lmc_is_error(s));
+        if (i >= 2) assert_int_equal(s, prev);   /* same parameters as two frames ago */
+        prev = i == 0 ? prev : s;
+        assert_int_equal(lmc_decompress(d, o, n, f, s), n);
+        assert_memory_equal(o, b, n);
+        /* streaming on the same contexts, after a one-shot */
+        size_t const ss = tu_compress_stream(c, f, cap, b, n, tu_pieces_default, TU_NPIECES);
+        assert_false(lmc_is_error(ss));
+        assert_int_equal(tu_decompress_stream(d, o, n, f, ss, tu_pieces_default, TU_NPIECES), n);
+        assert_memory_equal(o, b, n);
+    }
+    /* reset mid-frame, then a whole frame */
+    {
+        lmc_inbuf in = { b, 1000, 0 };
+        lmc_outbuf out = { f, 10, 0 };
+        assert_false(lmc_is_error(lmc_compress_stream(c, &out, &in, 0)));
+        lmc_cctx_reset(c);
+        size_t const s = lmc_compress(c, f, cap, b, n);
+        assert_false(lmc_is_error(s));
+        lmc_inbuf din = { f, 100, 0 };
+        lmc_outbuf dout = { o, n, 0 };
+        assert_false(lmc_is_error(lmc_decompress_stream(d, &dout, &din)));
+        lmc_dctx_reset(d);
+        assert_int_equal(tu_decompress_stream(d, o, n, f, s, tu_pieces_default, TU_NPIECES), n);
+        assert_memory_equal(o, b, n);
+    }
+    free(f); free(o); free(a); free(b);
+    lmc_cctx_free(c);
+    lmc_dctx_free(d);
+}
+
+/*-*** real checkpoints ***-*/
+static const char* const k_steps[] = { "000300", "000350", "000400", "000450", "000500", "000550" };
+static const char* const k_files[] = { "model_bf16", "model_fp32", "optim" };
+
+static void real_case(const uint8_t* cur, size_t n, const uint8_t* prev, size_t pn, int full)
+{
+    cfg const c = { LMC_FORMAT_AUTO, 0, 20, full };
+    roundtrip(&c, cur, n, prev, pn);
+    lmc_frame_stats st;
+    lmc_cctx* const cc = make_cctx(&c, 2);
+    if (prev) assert_int_equal(lmc_cctx_set_ref(cc, prev, pn), 0);
+    uint8_t* f;
+    size_t const s = tu_compress(cc, &f, cur, n);
+    assert_false(lmc_is_error(s));
+    assert_int_equal(lmc_frame_stats_get(&st, f, s), s);
+    assert_int_equal(st.header.container, LMC_FORMAT_SAFETENSORS);
+    assert_true(s < n);   /* real weights compress */
+    if (prev) assert_true(st.pieces_xor > 0);
+    free(f);
+    lmc_cctx_free(cc);
+}
+
+static void test_real_checkpoints(void** state)
+{
+    (void)state;
+    char path[256];
+    int found = 0;
+    for (size_t fi = 0; fi < 3; fi++) {
+        uint8_t* prev = NULL; size_t pn = 0;
+        for (size_t si = 0; si < sizeof(k_steps) / sizeof(k_steps[0]); si++) {
+            snprintf(path, sizeof(path), "data/trajectory/step-%s/%s.safetensors", k_steps[si], k_files[fi]);
+            size_t n;
+            uint8_t* const cur = tu_read_file(path, &n);
+            if (!cur) continue;
+            found++;
+            /* full frames of the first and last step; deltas against the previous step for all */
+            if (si == 0 || si + 1 == sizeof(k_steps) / sizeof(k_steps[0])) real_case(cur, n, NULL, 0, 0);
+            if (prev) real_case(cur, n, prev, pn, si == 1);
+            free(prev);
+            prev = cur; pn = n;
+        }
+        free(prev);
+    }
+    if (!found) skip();
+}
+
+/*-*** safetensors ***-*/
+static void st_fill(size_t i, uint8_t* p, size_t n, uint64_t seed)
+{
+    switch (i % 3) {
+    case 0: tu_fill_gauss(p, n, 2, seed + i); break;
+    case 1: tu_fill_gauss(p, n, 4, seed + i); break;
+    default: tu_fill_random(p, n, seed + i); break;
+    }
+}
+
+static const size_t k_shape_bf16[] = { 64, 48 };
+static const size_t k_shape_f32[] = { 1500 };
+static const size_t k_shape_one[] = { 1 };
+static const size_t k_shape_odd[] = { 1001 };
+static const size_t k_shape_bf16b[] = { 48, 64 };
+
+static void st_stats(const uint8_t* f, size_t s, lmc_frame_stats* st)
+{
+    size_t const r = lmc_frame_stats_get(st, f, s);
+    if (lmc_is_error(r)) fail_msg("lmc_frame_stats_get: %s", lmc_error_name(r));
+}
+
+static void test_safetensors(void** state)
+{
+    (void)state;
+    /* order: the tiny ones first so they merge with the header's bytes */
+    tu_tensor const t[] = {
+        { "a.one_bf16", "BF16", 2, 1, k_shape_one, 1 },   /* 2 bytes: merged into bytes */
+        { "b.one_u8", "U8", 1, 1, k_shape_one, 1 },       /* 1 byte:  merged */
+        { "c.w", "BF16", 2, 64 * 48, k_shape_bf16, 2 },
+        { "d.f", "F32", 4, 1500, k_shape_f32, 1 },
+        { "e.odd", "U8", 1, 1001, k_shape_odd, 1 },
+        { "f.w2", "BF16", 2, 64 * 48, k_shape_bf16, 2 },
+    };
+    size_t const nt = sizeof(t) / sizeof(t[0]);
+    size_t n;
+    uint8_t* const file = tu_build_safetensors(t, nt, &n, 77, st_fill);
+    size_t const hdr_total = 8 + (size_t)file[0] + ((size_t)file[1] << 8);
+
+    cfg const c = { LMC_FORMAT_AUTO, 0, 20, 1 };
+    roundtrip(&c, file, n, NULL, 0);
+    lmc_cctx* const cc = make_cctx(&c, 1);
+    uint8_t* f;
+    size_t s = tu_compress(cc, &f, file, n);
+    assert_false(lmc_is_error(s));
+    lmc_frame_stats st;
+    st_stats(f, s, &st);
+    assert_int_equal(st.header.container, LMC_FORMAT_SAFETENSORS);
+    assert_int_equal(st.dtype_in[LMC_DTYPE_BF16], 2 * 2 * 64 * 48);
+    assert_int_equal(st.dtype_in[LMC_DTYPE_F32], 4 * 1500);
+    assert_int_equal(st.dtype_in[LMC_DTYPE_U8], 1001);
+    assert_int_equal(st.dtype_in[LMC_DTYPE_BYTES], hdr_total + 3);
+    assert_int_equal(st.pieces_xor, 0);
+    free(f);
+
+    /* same with LMC_FORMAT_SAFETENSORS forced */
+    assert_int_equal(lmc_cctx_set_param(cc, LMC_P_FORMAT, LMC_FORMAT_SAFETENSORS), 0);
+    s = tu_compress(cc, &f, file, n);
+    assert_false(lmc_is_error(s));
+    st_stats(f, s, &st);
+    assert_int_equal(st.header.container, LMC_FORMAT_SAFETENSORS);
+    free(f);
+
+    /* a reference where c.w changed shape, d.f changed dtype, e.odd is missing */
+    tu_tensor const rt[] = {
+        { "a.one_bf16", "BF16", 2, 1, k_shape_one, 1 },
+        { "b.one_u8", "U8", 1, 1, k_shape_one, 1 },
+        { "c.w", "BF16", 2, 64 * 48, k_shape_bf16b, 2 },
+        { "d.f", "I32", 4, 1500, k_shape_f32, 1 },
+        { "f.w2", "BF16", 2, 64 * 48, k_shape_bf16, 2 },
+    };
+    size_t rn;
+    uint8_t* const ref = tu_build_safetensors(rt, sizeof(rt) / sizeof(rt[0]), &rn, 78, st_fill);
+    cfg const c2 = { LMC_FORMAT_AUTO, 0, 21, 1 };
+    roundtrip(&c2, file, n, ref, rn);
+    assert_int_equal(lmc_cctx_set_ref(cc, ref, rn), 0);
+    s = tu_compress(cc, &f, file, n);
+    assert_false(lmc_is_error(s));
+    st_stats(f, s, &st);
+    assert_int_equal(st.header.container, LMC_FORMAT_SAFETENSORS);
+    assert_true(st.header.has_ref);
+    /* XOR pieces: the header bytes (same offset) and f.w2 (same name, dtype, shape) */
+    assert_int_equal(st.pieces_xor, 2);
+    free(f);
+
+    /* reference equal to the input: every tensor piece of >= 64 bytes is a delta */
+    assert_int_equal(lmc_cctx_set_ref(cc, file, n), 0);
+    s = tu_compress(cc, &f, file, n);
+    assert_false(lmc_is_error(s));
+    st_stats(f, s, &st);
+    assert_int_equal(st.pieces_xor, 5);
+    assert_int_equal(st.blocks[LMC_CODER_CONST] + st.blocks[LMC_CODER_RAW] + st.blocks[LMC_CODER_HUF]
+                     + st.blocks[LMC_CODER_RLE_HUF] > 0, 1);
+    assert_true(s < 1000);
+    free(f);
+    lmc_cctx_free(cc);
+
+    /* invalid JSON: generic mode, still round trips */
+    uint8_t* const bad = (uint8_t*)tu_xmalloc(n);
+    memcpy(bad, file, n);
+    bad[8 + 2] = '!';
+    cfg const c3 = { LMC_FORMAT_AUTO, 0, 20, 1 };
+    roundtrip(&c3, bad, n, NULL, 0);
+    roundtrip(&c3, bad, n, file, n);
+    lmc_cctx* const cb = make_cctx(&c3, 1);
+    s = tu_compress(cb, &f, bad, n);
+    assert_false(lmc_is_error(s));
+    st_stats(f, s, &st);
+    assert_int_equal(st.header.container, LMC_FORMAT_GENERIC);
+    free(f);
+    /* truncated file (tensors do not reach the declared end): generic too */
+    s = tu_compress(cb, &f, file, n - 1);
+    assert_false(lmc_is_error(s));
+    st_stats(f, s, &st);
+    assert_int_equal(st.header.container, LMC_FORMAT_GENERIC);
+    free(f);
+    lmc_cctx_free(cb);
+    cfg const c4 = { LMC_FORMAT_SAFETENSORS, 0, 20, 0 };
+    roundtrip(&c4, file, n - 1, NULL, 0);
+    free(bad); free(ref); free(file);
+}
+
+/* Streaming decoder with several threads, input arriving in pieces that end
+ * inside a chunk: the partially received chunk in job slot k > 0 must survive
+ * the batch of the complete ones (see the report: it was lost, LMC_ERR_CORRUPT). */
+static void test_stream_decode_threads(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)(1u << 21) + 12345;
+    uint8_t* const src = (uint8_t*)tu_xmalloc(n);
+    tu_fill_gauss(src, n, 2, 5);
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0 };
+    lmc_cctx* const cc = make_cctx(&c, 1);
+    uint8_t* f;
+    size_t const s = tu_compress(cc, &f, src, n);
+    assert_false(lmc_is_error(s));
+    uint8_t* const out = (uint8_t*)tu_xmalloc(n);
+    static const size_t pat64k[] = { 65536 };
+    for (unsigned t = 1; t <= 3; t++) {
+        lmc_dctx* const d = lmc_dctx_create();
+        assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, t), 0);
+        size_t const r = tu_decompress_stream(d, out, n, f, s, pat64k, 1);
+        if (lmc_is_error(r)) fail_msg("threads %u, 64 KiB input pieces: %s", t, lmc_error_name(r));
+        assert_int_equal(r, n);
+        assert_memory_equal(out, src, n);
+        size_t const r2 = tu_decompress_stream(d, out, n, f, s, tu_pieces_default, TU_NPIECES);
+        if (lmc_is_error(r2)) fail_msg("threads %u, odd input pieces: %s", t, lmc_error_name(r2));
+        assert_int_equal(r2, n);
+        lmc_dctx_free(d);
+    }
+    free(out); free(f); free(src);
+    lmc_cctx_free(cc);
+}
+
+/* Empty content with NULL buffers of size 0, as a caller may pass them. */
+static void test_empty_null_buffers(void** state)
+{
+    (void)state;
+    lmc_cctx* const c = lmc_cctx_create();
+    lmc_dctx* const d = lmc_dctx_create();
+    uint8_t f[256];
+    lmc_inbuf in = { NULL, 0, 0 };
+    lmc_outbuf out = { f, sizeof(f), 0 };
+    size_t r = lmc_compress_stream(c, &out, &in, 1);
+    assert_int_equal(r, 0);
+    size_t const s = out.pos;
+    assert_true(s > LMC_FRAME_HEADER_SIZE);
+    size_t const s1 = lmc_compress(c, f, sizeof(f), NULL, 0);
+    assert_false(lmc_is_error(s1));
+    assert_int_equal(lmc_decompress(d, NULL, 0, f, s1), 0);
+    lmc_inbuf din = { f, s1, 0 };
+    lmc_outbuf dout = { NULL, 0, 0 };
+    r = lmc_decompress_stream(d, &dout, &din);
+    assert_int_equal(r, 0);
+    assert_int_equal(din.pos, s1);
+    lmc_frame_stats st;
+    assert_int_equal(lmc_frame_stats_get(&st, f, s1), s1);
+    assert_int_equal(st.chunks, 0);
+    assert_int_equal(st.content_size, 0);
+    lmc_cctx_free(c);
+    lmc_dctx_free(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_small_sizes),
+        cmocka_unit_test(test_multi_chunk),
+        cmocka_unit_test(test_multi_chunk_ref_lengths),
+        cmocka_unit_test(test_data_kinds),
+        cmocka_unit_test(test_context_reuse),
+        cmocka_unit_test(test_real_checkpoints),
+        cmocka_unit_test(test_safetensors),
+        cmocka_unit_test(test_stream_decode_threads),
+        cmocka_unit_test(test_empty_null_buffers),
+    };
+    return cmocka_run_group_tests_name("stream", tests, NULL, NULL);
+}
