@@ -11,7 +11,9 @@
 
 #define LMC_ANS_PROB_BITS 12
 #define LMC_ANS_M         (1u << LMC_ANS_PROB_BITS)   /* frequencies sum to M */
-#define LMC_ANS_L         (1u << 23)                  /* state interval [L, 256 L) */
+#define LMC_ANS_L         (1u << 15)                  /* state interval [L, 2^31): the reciprocal division is exact there */
+/* Renormalisation moves 16-bit words: a state needs at most one per symbol,
+ * so the decoder's renormalisation is a conditional move, not a loop. */
 #define LMC_ANS_STATES    4                           /* symbol i uses state i mod 4 */
 
 #endif

@@ -80,7 +80,7 @@ static inline int lmc_cpu_has_bmi2(void)
 static inline float lmc_fast_log2(float x)
 {
     union { float f; uint32_t u; } v = { x };
-    float const e = (float)((int)((v.u >> 23) & 0xFF) - 127);
+    float const e = (float)((int)((v.u >> 23) & 0xFF) - 128);  /* the polynomial adds the 1 back */
     v.u = (v.u & 0x007FFFFF) | 0x3F800000;              /* mantissa in [1, 2) */
     float const m = v.f;
     return e + (-0.34484843f * m + 2.02466578f) * m - 0.67487759f;

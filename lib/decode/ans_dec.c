@@ -1,7 +1,7 @@
 /* ans_dec.c - order-0 rANS decoding: one 16 KiB slot table gives symbol,
  * frequency and offset in a single load. The fast loop decodes 4 symbols
- * (one per state) per round while 8 input bytes remain: a round reads at
- * most 2 bytes per state. The stream is accepted only if it is consumed
+ * (one per state) per round while 10 input bytes remain: a state reads at
+ * most one 16-bit word per symbol, with a conditional move. The stream is accepted only if it is consumed
  * exactly and every state returns to its initial value L. */
 #include <string.h>
 #include "ans_dec.h"
@@ -67,19 +67,31 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
     }
     const uint8_t* p = src + pos;
     const uint8_t* const end = src + size;
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
     size_t i = 0;
-    for (; i + 4 <= m && end - p >= 8; i += 4) {
-        for (int j = 0; j < 4; j++) {
-            ANS_STEP(j, dst[i + j]);
-            if (x[j] < LMC_ANS_L) { x[j] = (x[j] << 8) | *p++; if (x[j] < LMC_ANS_L) x[j] = (x[j] << 8) | *p++; }
-        }
+#define ANS_GET(xs, o)                                                                      \
+    do {                                                                                    \
+        uint32_t const e_ = T[(xs) & (LMC_ANS_M - 1)];                                      \
+        (o) = (uint8_t)e_;                                                                  \
+        (xs) = ((e_ >> 20) + 1) * ((xs) >> LMC_ANS_PROB_BITS) + ((e_ >> 8) & (LMC_ANS_M - 1)); \
+        uint32_t const need_ = (xs) < LMC_ANS_L;                                            \
+        uint32_t const w_ = lmc_rd16(p);                                                    \
+        (xs) = need_ ? ((xs) << 16) | w_ : (xs);                                            \
+        p += 2 * need_;                                                                     \
+    } while (0)
+    /* a round of 4 symbols reads at most 8 bytes (and peeks 2 more) */
+    for (; i + 4 <= m && end - p >= 10; i += 4) {
+        ANS_GET(x0, dst[i]); ANS_GET(x1, dst[i + 1]); ANS_GET(x2, dst[i + 2]); ANS_GET(x3, dst[i + 3]);
     }
+#undef ANS_GET
+    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     for (; i < m; i++) {
         int const j = (int)(i & 3);
         ANS_STEP(j, dst[i]);
-        while (x[j] < LMC_ANS_L) {
-            LMC_RETURN_IF(p >= end, CORRUPT);
-            x[j] = (x[j] << 8) | *p++;
+        if (x[j] < LMC_ANS_L) {
+            LMC_RETURN_IF(end - p < 2, CORRUPT);
+            x[j] = (x[j] << 16) | lmc_rd16(p);
+            p += 2;
         }
     }
     LMC_RETURN_IF(p != end, CORRUPT);

@@ -85,7 +85,7 @@ size_t lmc_ans_encode(lmc_ans_ws* ws, uint8_t* dst, size_t cap, const uint8_t* s
         uint32_t const f = ws->freq[s];
         lmc_ans_esym* const e = &ws->sym[s];
         if (!f) continue;
-        e->xmax = ((LMC_ANS_L >> LMC_ANS_PROB_BITS) << 8) * f;
+        e->xmax = ((LMC_ANS_L >> LMC_ANS_PROB_BITS) << 16) * f;
         e->cmpl = (uint16_t)(LMC_ANS_M - f);
         if (f < 2) {
             /* x / 1 == x: a reciprocal of ~0 with shift 0 gives q = x - 1, fixed by the bias */
@@ -101,17 +101,31 @@ size_t lmc_ans_encode(lmc_ans_ws* ws, uint8_t* dst, size_t cap, const uint8_t* s
     }
     uint8_t* const end = ws->scratch + sizeof(ws->scratch);
     uint8_t* p = end;
-    uint8_t* const lo = ws->scratch + 8;
-    uint32_t x[LMC_ANS_STATES] = { LMC_ANS_L, LMC_ANS_L, LMC_ANS_L, LMC_ANS_L };
-    for (size_t i = m; i-- > 0;) {
-        uint32_t* const xs = &x[i & 3];
-        const lmc_ans_esym* const e = &ws->sym[src[i]];
-        uint32_t v = *xs;
-        while (v >= e->xmax) { *--p = (uint8_t)v; v >>= 8; }
-        if (p < lo) return 0;
-        uint32_t const q = (uint32_t)(((uint64_t)v * e->rcp) >> 32) >> e->shift;
-        *xs = v + e->bias + q * e->cmpl;
+    uint8_t* const lo = ws->scratch + 16;
+    const lmc_ans_esym* const S = ws->sym;
+    /* states live in registers: symbol i uses state i mod 4; a state emits at
+     * most one 16-bit word per symbol */
+#define ANS_PUT(xs, sym)                                                          \
+    do {                                                                          \
+        const lmc_ans_esym* const e_ = &S[sym];                                   \
+        if ((xs) >= e_->xmax) { p -= 2; lmc_wr16(p, (uint16_t)(xs)); (xs) >>= 16; } \
+        uint32_t const q_ = (uint32_t)(((uint64_t)(xs) * e_->rcp) >> 32) >> e_->shift; \
+        (xs) = (xs) + e_->bias + q_ * e_->cmpl;                                   \
+    } while (0)
+    uint32_t x0 = LMC_ANS_L, x1 = LMC_ANS_L, x2 = LMC_ANS_L, x3 = LMC_ANS_L;
+    size_t i = m;
+    while (i & 3) {               /* the tail first: coding runs backwards */
+        i--;
+        switch (i & 3) { case 0: ANS_PUT(x0, src[i]); break; case 1: ANS_PUT(x1, src[i]); break;
+                         case 2: ANS_PUT(x2, src[i]); break; default: ANS_PUT(x3, src[i]); break; }
     }
+    while (i) {
+        if (p - lo < 16) return 0;
+        i -= 4;
+        ANS_PUT(x3, src[i + 3]); ANS_PUT(x2, src[i + 2]); ANS_PUT(x1, src[i + 1]); ANS_PUT(x0, src[i]);
+    }
+#undef ANS_PUT
+    uint32_t const x[LMC_ANS_STATES] = { x0, x1, x2, x3 };
     size_t const body = (size_t)(end - p);
     size_t const tsz = table_bytes(ws->freq);
     size_t const total = tsz + 4 * LMC_ANS_STATES + body;

@@ -24,6 +24,11 @@ typedef struct {
 #define LMC_BLOCK_BOUND(m) (1 + (size_t)(m))
 #define LMC_BLOCK_SLACK 16
 
+/* 1 when a sample (8 windows of 1 KiB) of a large block already has over 7.95 bits
+ * of entropy per byte: no code can then gain enough to pay for its table, so
+ * the block is stored without a full histogram (mantissa bytes of fp32). */
+int lmc_block_looks_raw(const uint8_t* src, size_t m);
+
 /* Histogram of m bytes with several count tables (breaks store-to-load chains). */
 void lmc_histogram(uint32_t hist[256], const uint8_t* src, size_t m);
 

@@ -11,8 +11,15 @@ static uint8_t* encode_stream(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* s, si
     uint32_t hist[256];
     for (size_t b = 0; b < n; b += LMC_BLOCK_MAX) {
         size_t const m = LMC_MIN((size_t)LMC_BLOCK_MAX, n - b);
-        lmc_histogram(hist, s + b, m);
-        size_t const sz = lmc_block_encode(&ws->blk, p, s + b, m, hist, coders);
+        size_t sz;
+        if (lmc_block_looks_raw(s + b, m)) {
+            p[0] = LMC_CODER_RAW;
+            memcpy(p + 1, s + b, m);
+            sz = 1 + m;
+        } else {
+            lmc_histogram(hist, s + b, m);
+            sz = lmc_block_encode(&ws->blk, p, s + b, m, hist, coders);
+        }
         unsigned const coder = p[0];
         st->blocks[coder]++;
         st->block_in[coder] += m;
