@@ -84,3 +84,20 @@ asan:
 demo: deps
 	$(MAKE) all
 	@bash tools/demo.sh
+
+# ---- install -----------------------------------------------------------
+# The Python package goes where Debian's /usr/bin/python3 looks: dist-packages
+# of python3 for PREFIX=/usr, the versioned one under other prefixes.
+PYVER  := $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYSITE ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYVER)/dist-packages)
+
+install: lmc liblmc.a liblmc.so
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PYSITE)/lmc
+	install -m 755 lmc $(DESTDIR)$(PREFIX)/bin/lmc
+	install -m 644 liblmc.a $(DESTDIR)$(PREFIX)/lib/liblmc.a
+	install -m 755 liblmc.so $(DESTDIR)$(PREFIX)/lib/liblmc.so
+	install -m 644 include/lmc.h $(DESTDIR)$(PREFIX)/include/lmc.h
+	install -m 644 python/lmc/*.py $(DESTDIR)$(PYSITE)/lmc/
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null 2>&1; then ldconfig; fi
+
+include bench/Makefile.inc

@@ -1,0 +1,428 @@
+"""Buffer and file compression over liblmc (standard library only)."""
+
+import ctypes
+import mmap
+import os
+
+from . import _lib
+from ._lib import lib, check, LmcError
+
+STREAM_IN = 4 << 20     # bytes read from a file per step
+STREAM_OUT = 4 << 20    # staging buffer for coded / decoded output
+_STUCK_LIMIT = 1000
+_EMPTY = b"\0"          # a valid address for empty buffers (size 0)
+
+
+def _addr_of_bytes(b):
+    return ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p).value
+
+
+# ---------------------------------------------------------------------------
+# buffers: an address and a size for C, without copying where possible
+
+
+class Buf(object):
+    """A read-only view of bytes for C: .addr, .size. Close it (or use `with`)
+    to release the exports and mappings it holds."""
+
+    def __init__(self, obj=None, _mm=None, _fd=None):
+        self._hold = []
+        self._mm = _mm
+        self._fd = _fd
+        self.obj = obj
+        if obj is None:
+            self.addr, self.size = None, 0
+            return
+        n = len(obj) if not isinstance(obj, memoryview) else obj.nbytes
+        if n == 0:
+            self.addr, self.size = _addr_of_bytes(_EMPTY), 0
+            self._hold.append(_EMPTY)
+        elif isinstance(obj, bytes):
+            self.addr, self.size = _addr_of_bytes(obj), n
+            self._hold.append(obj)
+        else:
+            try:
+                arr = (ctypes.c_char * n).from_buffer(obj)
+            except (TypeError, ValueError, BufferError):
+                b = bytes(obj)            # read-only or non-contiguous: copy
+                self.addr, self.size = _addr_of_bytes(b), n
+                self._hold.append(b)
+            else:
+                self.addr, self.size = ctypes.addressof(arr), n
+                self._hold.append(arr)
+
+    def close(self):
+        self._hold = []
+        self.obj = None
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def is_none(self):
+        return self.addr is None
+
+
+def map_file(path):
+    """Buf over a whole file, memory-mapped (private copy-on-write mapping)."""
+    fd = os.open(os.fspath(path), os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            os.close(fd)
+            return Buf(b"")
+        mm = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE,
+                       prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    b = Buf(mm, _mm=mm)
+    return b
+
+
+def as_buf(obj):
+    """Buf for None, a bytes-like object, or a path (str / os.PathLike: the file's bytes)."""
+    if obj is None:
+        return Buf(None)
+    if isinstance(obj, Buf):
+        return obj
+    if isinstance(obj, (str, os.PathLike)):
+        return map_file(obj)
+    if isinstance(obj, (bytes, bytearray, memoryview, mmap.mmap)):
+        return Buf(obj)
+    try:
+        memoryview(obj)
+    except TypeError:
+        raise TypeError("expected bytes-like data or a path, got %s" % type(obj).__name__)
+    return Buf(memoryview(obj))
+
+
+# ---------------------------------------------------------------------------
+# contexts
+
+
+def _format_code(fmt):
+    if fmt is None:
+        return None
+    if isinstance(fmt, int):
+        return fmt
+    try:
+        return _lib.FORMATS[str(fmt).lower()]
+    except KeyError:
+        raise ValueError("unknown format %r (auto, generic, raw, safetensors)" % (fmt,))
+
+
+def dtype_code(dt):
+    if dt is None:
+        return None
+    if isinstance(dt, int):
+        return dt
+    name = str(dt)
+    if name.startswith("torch."):
+        name = {"torch.bfloat16": "bf16", "torch.float16": "f16", "torch.half": "f16",
+                "torch.float32": "f32", "torch.float": "f32", "torch.float64": "f64",
+                "torch.double": "f64", "torch.int8": "i8", "torch.uint8": "u8",
+                "torch.int16": "i16", "torch.int32": "i32", "torch.int64": "i64",
+                "torch.bool": "bool"}.get(name, name)
+    code = lib.lmc_dtype_from_name(name.encode())
+    if code < 0:
+        raise ValueError("unknown dtype %r" % (dt,))
+    return code
+
+
+class CCtx(object):
+    def __init__(self, threads=1, format=None, dtype=None, chunk_log=None, ref=None):
+        self.p = lib.lmc_cctx_create()
+        if not self.p:
+            raise MemoryError("lmc_cctx_create failed")
+        try:
+            check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_THREADS, int(threads)), "threads")
+            fmt = _format_code(format)
+            dtc = dtype_code(dtype)
+            if dtc is not None and fmt is None:
+                fmt = _lib.FORMATS["raw"]      # as the CLI: --dtype implies --format=raw
+            if fmt is not None:
+                check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_FORMAT, fmt), "format")
+            if dtc is not None:
+                check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_DTYPE, dtc), "dtype")
+            if chunk_log is not None:
+                check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_CHUNK_LOG, int(chunk_log)), "chunk_log")
+            self.ref = ref     # keeps the borrowed reference alive
+            if ref is not None and not ref.is_none:
+                check(lib.lmc_cctx_set_ref(self.p, ref.addr, ref.size), "reference")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self.p:
+            lib.lmc_cctx_free(self.p)
+            self.p = None
+        self.ref = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class DCtx(object):
+    def __init__(self, threads=1, ref=None):
+        self.p = lib.lmc_dctx_create()
+        if not self.p:
+            raise MemoryError("lmc_dctx_create failed")
+        try:
+            check(lib.lmc_dctx_set_param(self.p, _lib.LMC_D_THREADS, int(threads)), "threads")
+            self.ref = ref
+            if ref is not None and not ref.is_none:
+                check(lib.lmc_dctx_set_ref(self.p, ref.addr, ref.size), "reference")
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self):
+        if self.p:
+            lib.lmc_dctx_free(self.p)
+            self.p = None
+        self.ref = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ---------------------------------------------------------------------------
+# streaming drivers
+#
+# read() returns (addr, size) of the next input piece, size 0 at the end.
+# write(addr, size) consumes output.
+
+
+def drive_compress(cctx, read, write):
+    staging = ctypes.create_string_buffer(STREAM_OUT)
+    out = _lib.lmc_outbuf()
+    inb = _lib.lmc_inbuf()
+    while True:
+        addr, n = read()
+        end = 1 if n == 0 else 0
+        inb.src, inb.size, inb.pos = (addr if n else _addr_of_bytes(_EMPTY)), n, 0
+        stuck = 0
+        while True:
+            before = inb.pos
+            out.dst, out.size, out.pos = ctypes.addressof(staging), STREAM_OUT, 0
+            r = check(lib.lmc_compress_stream(cctx.p, ctypes.byref(out), ctypes.byref(inb), end))
+            if r != 0 and inb.pos == before and out.pos == 0:
+                stuck += 1
+                if stuck > _STUCK_LIMIT:
+                    raise LmcError(1, None, "the compressor makes no progress")
+            else:
+                stuck = 0
+            if out.pos:
+                write(ctypes.addressof(staging), out.pos)
+            if (r == 0) if end else (inb.pos == inb.size and out.pos < out.size):
+                break
+        if end:
+            return
+
+
+def drive_decompress(dctx, read, write):
+    staging = ctypes.create_string_buffer(STREAM_OUT)
+    out = _lib.lmc_outbuf()
+    inb = _lib.lmc_inbuf()
+    done = False
+    total_in = 0
+    while True:
+        addr, n = read()
+        eof = n == 0
+        if done:
+            if eof:
+                return
+            raise LmcError(_lib.LMC_ERR_TRAILING)
+        inb.src, inb.size, inb.pos = (addr if n else _addr_of_bytes(_EMPTY)), n, 0
+        stuck = 0
+        while True:
+            before = inb.pos
+            out.dst, out.size, out.pos = ctypes.addressof(staging), STREAM_OUT, 0
+            r = check(lib.lmc_decompress_stream(dctx.p, ctypes.byref(out), ctypes.byref(inb)))
+            total_in += inb.pos - before
+            if r != 0 and inb.pos == before and out.pos == 0 and inb.pos < inb.size:
+                stuck += 1
+                if stuck > _STUCK_LIMIT:
+                    raise LmcError(1, None, "the decompressor makes no progress")
+            else:
+                stuck = 0
+            if out.pos:
+                write(ctypes.addressof(staging), out.pos)
+            if r == 0:
+                done = True
+                if inb.pos < inb.size:
+                    raise LmcError(_lib.LMC_ERR_TRAILING)
+                break
+            if inb.pos == inb.size and out.pos < out.size:
+                break
+        if eof:
+            if done:
+                return
+            if total_in == 0:
+                raise LmcError(_lib.LMC_ERR_NOT_LMC, None, "empty input")
+            raise LmcError(_lib.LMC_ERR_TRUNCATED)
+
+
+def buf_reader(buf):
+    """read() for drive_*: the whole buffer at once, then the end."""
+    state = [False]
+
+    def read():
+        if state[0] or buf.size == 0:
+            return (None, 0)
+        state[0] = True
+        return (buf.addr, buf.size)
+    return read
+
+
+def file_reader(f):
+    staging = bytearray(STREAM_IN)
+    arr = (ctypes.c_char * STREAM_IN).from_buffer(staging)
+    addr = ctypes.addressof(arr)
+    mv = memoryview(staging)
+
+    def read():
+        n = 0
+        while n < STREAM_IN:       # fill the buffer: short reads are not the end
+            k = f.readinto(mv[n:])
+            if not k:
+                break
+            n += k
+        return (addr, n)
+    read._keep = (staging, arr, mv)
+    return read
+
+
+def fd_writer(fd):
+    def write(addr, n):
+        view = memoryview((ctypes.c_char * n).from_address(addr)).cast("B")
+        while view:
+            k = os.write(fd, view)
+            view = view[k:]
+    return write
+
+
+# ---------------------------------------------------------------------------
+# atomic output files
+
+
+class AtomicFile(object):
+    """A temporary file next to `path`, renamed onto it by commit()."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        d, base = os.path.split(os.path.abspath(self.path))
+        self.dir = d
+        self.tmp = os.path.join(d, ".%s.tmp-%d-%s" % (base, os.getpid(), os.urandom(4).hex()))
+        self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+
+    def commit(self):
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = None
+        os.replace(self.tmp, self.path)
+        try:
+            dfd = os.open(self.dir, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass
+
+    def abort(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, ev, tb):
+        if et is None:
+            if self.fd is not None:
+                self.commit()
+        else:
+            self.abort()
+
+
+# ---------------------------------------------------------------------------
+# frame inspection
+
+
+def frame_header(buf):
+    h = _lib.lmc_frame_header()
+    check(lib.lmc_get_frame_header(ctypes.byref(h), buf.addr, buf.size))
+    return h
+
+
+def header_dict(h):
+    return {
+        "version": h.version,
+        "container": lib.lmc_format_name(h.container).decode(),
+        "dtype": lib.lmc_dtype_name(h.dtype).decode(),
+        "chunk_log": h.chunk_log,
+        "chunk_size": 1 << h.chunk_log,
+        "has_ref": bool(h.has_ref),
+        "ref_size": h.ref_size if h.has_ref else None,
+        "ref_hash": h.ref_hash if h.has_ref else None,
+        "content_size_known": bool(h.content_size_known),
+        "content_size": h.content_size if h.content_size_known else None,
+    }
+
+
+def is_frame_prefix(head):
+    """True if `head` (bytes) starts with a valid lmc frame header."""
+    if len(head) < _lib.FRAME_HEADER_SIZE:
+        return False
+    h = _lib.lmc_frame_header()
+    r = lib.lmc_get_frame_header(ctypes.byref(h), head, len(head))
+    return not lib.lmc_is_error(r)
+
+
+def stats_dict(st):
+    d = header_dict(st.header)
+    coders = {}
+    for c in range(_lib.CODER_COUNT):
+        if st.blocks[c]:
+            coders[lib.lmc_coder_name(c).decode()] = {
+                "blocks": st.blocks[c], "in": st.block_in[c], "out": st.block_out[c]}
+    dtypes = {}
+    for t in range(_lib.DTYPE_COUNT):
+        if st.dtype_in[t] or st.dtype_out[t]:
+            dtypes[lib.lmc_dtype_name(t).decode()] = {"in": st.dtype_in[t], "out": st.dtype_out[t]}
+    d.update({
+        "content_size": st.content_size,
+        "frame_size": st.frame_size,
+        "ratio": (st.frame_size / st.content_size) if st.content_size else None,
+        "content_hash": st.content_hash,
+        "chunks": st.chunks,
+        "pieces": st.pieces,
+        "pieces_xor": st.pieces_xor,
+        "pieces_rotated": st.pieces_rotated,
+        "coders": coders,
+        "dtypes": dtypes,
+    })
+    return d

@@ -1,0 +1,213 @@
+"""lmc bytes and file API: round trips, references, errors, frame_info."""
+
+import os
+import random
+import struct
+import unittest
+
+import lmc
+from ._util import TempDirCase, read, REPO
+
+
+def _rand(n, seed):
+    return random.Random(seed).randbytes(n)
+
+
+def _floats(n, seed, eps=0.0):
+    """f32 values like weights; with eps, a slightly moved copy of seed's values."""
+    r = random.Random(seed)
+    vals = [r.gauss(0, 0.02) for _ in range(n)]
+    if eps:
+        r2 = random.Random(seed + 1000)
+        vals = [v + r2.gauss(0, eps) for v in vals]
+    return struct.pack("<%df" % n, *vals)
+
+
+class TestBytes(unittest.TestCase):
+    def test_roundtrip_sizes(self):
+        for data in (b"", b"\0", b"x", _rand(1000, 1), bytes(300000), _rand(3 << 20, 2)):
+            frame = lmc.compress(data)
+            self.assertIsInstance(frame, bytes)
+            self.assertEqual(lmc.decompress(frame), data, len(data))
+
+    def test_bytes_like_inputs(self):
+        data = _rand(50000, 3)
+        for obj in (bytearray(data), memoryview(data), memoryview(bytearray(data))):
+            frame = lmc.compress(obj)
+            self.assertEqual(lmc.decompress(bytearray(frame)), data)
+            self.assertEqual(lmc.decompress(memoryview(frame)), data)
+        with self.assertRaises(TypeError):
+            lmc.compress("not bytes")
+
+    def test_threads_same_output(self):
+        data = _floats(900000, 4)          # 3.6 MB: two chunks
+        f1 = lmc.compress(data, threads=1)
+        f2 = lmc.compress(data, threads=2)
+        self.assertEqual(f1, f2)
+        self.assertEqual(lmc.decompress(f1, threads=2), data)
+
+    def test_raw_dtype(self):
+        data = _floats(20000, 5)
+        frame = lmc.compress(data, dtype="f32")
+        info = lmc.frame_info(frame)
+        self.assertEqual(info["container"], "raw")
+        self.assertEqual(info["dtype"], "f32")
+        self.assertEqual(lmc.decompress(frame), data)
+        self.assertLess(len(frame), len(data))
+        self.assertEqual(lmc.decompress(lmc.compress(data, format="generic")), data)
+        with self.assertRaises(ValueError):
+            lmc.compress(data, dtype="f33")
+
+    def test_delta_with_ref(self):
+        ref = _floats(50000, 6)
+        cur = _floats(50000, 6, eps=1e-6)
+        key = lmc.compress(cur, dtype="f32")
+        delta = lmc.compress(cur, ref=ref, dtype="f32")
+        self.assertLess(len(delta), len(key))
+        self.assertEqual(lmc.decompress(delta, ref=ref), cur)
+        self.assertEqual(lmc.decompress(delta, ref=bytearray(ref)), cur)
+        info = lmc.frame_info(delta)
+        self.assertTrue(info["has_ref"])
+        self.assertEqual(info["ref_size"], len(ref))
+        self.assertEqual(info["ref_hash"], lmc.hash64(ref))
+        self.assertEqual(info["content_hash"], lmc.hash64(cur))
+        self.assertFalse(lmc.frame_info(key)["has_ref"])
+
+    def test_empty_ref_is_a_ref(self):
+        data = _rand(1000, 7)
+        frame = lmc.compress(data, ref=b"")
+        self.assertTrue(lmc.frame_info(frame)["has_ref"])
+        self.assertEqual(lmc.decompress(frame, ref=b""), data)
+        with self.assertRaises(lmc.LmcError):
+            lmc.decompress(frame)
+
+    def test_wrong_ref(self):
+        ref = _rand(10000, 8)
+        data = _rand(10000, 9)
+        frame = lmc.compress(data, ref=ref)
+        bad = bytearray(ref)
+        bad[0] ^= 1
+        for wrong in (bytes(bad), ref[:-1], b""):
+            with self.assertRaises(lmc.LmcError) as cm:
+                lmc.decompress(frame, ref=wrong)
+            e = cm.exception
+            self.assertEqual(e.code, 21)
+            self.assertEqual(e.id, "ref_wrong")
+            self.assertIn("reference", e.name)
+            self.assertIn("reference", str(e))
+        with self.assertRaises(lmc.LmcError) as cm:
+            lmc.decompress(frame)
+        self.assertEqual(cm.exception.id, "ref_required")
+        self.assertIn("reference", cm.exception.name)
+
+    def test_corrupt_inputs(self):
+        data = _rand(100000, 10)
+        frame = lmc.compress(data)
+        with self.assertRaises(lmc.LmcError) as cm:
+            lmc.decompress(b"hello, world, this is not an lmc frame at all!!")
+        self.assertEqual(cm.exception.id, "not_lmc")
+        for cut in (1, 10, len(frame) // 2, len(frame) - 1):
+            with self.assertRaises(lmc.LmcError):
+                lmc.decompress(frame[:cut])
+        with self.assertRaises(lmc.LmcError) as cm:
+            lmc.decompress(frame + b"\0")
+        self.assertEqual(cm.exception.id, "trailing")
+        flipped = bytearray(frame)
+        flipped[len(frame) // 2] ^= 0x40
+        with self.assertRaises(lmc.LmcError):
+            lmc.decompress(bytes(flipped))
+        with self.assertRaises(lmc.LmcError):
+            lmc.frame_info(bytes(flipped))
+
+    def test_error_object(self):
+        e = lmc.LmcError(21)
+        self.assertEqual(e.code, 21)
+        self.assertEqual(e.id, "ref_wrong")
+        self.assertIn("reference", e.name)
+        import pickle
+        e2 = pickle.loads(pickle.dumps(lmc.LmcError(15, None, "x.lmc")))
+        self.assertEqual((e2.code, e2.detail), (15, "x.lmc"))
+
+    def test_frame_info_of_safetensors(self):
+        path = os.path.join(REPO, "data", "trajectory", "step-000300", "model_bf16.safetensors")
+        if not os.path.exists(path):
+            self.skipTest("no sample trajectory")
+        data = read(path)
+        info = lmc.frame_info(lmc.compress(data))
+        self.assertEqual(info["container"], "safetensors")
+        self.assertEqual(info["content_size"], len(data))
+        self.assertIn("bf16", info["dtypes"])
+        self.assertGreater(info["chunks"], 0)
+
+
+class TestFiles(TempDirCase):
+    def test_file_roundtrip(self):
+        for i, data in enumerate((b"", b"1", _rand(100, 11), _floats(2500000, 12))):   # last: 10 MB, several reads
+            src = self.p("f%d.bin" % i)
+            with open(src, "wb") as f:
+                f.write(data)
+            dst = lmc.compress_file(src, threads=2)
+            self.assertEqual(dst, src + ".lmc")
+            frame = read(dst)
+            self.assertEqual(lmc.decompress(frame), data)
+            self.assertEqual(lmc.frame_info(dst)["content_size"], len(data))
+            os.unlink(src)
+            self.assertEqual(lmc.decompress_file(dst), src)
+            self.assertEqual(read(src), data)
+            # the streamed frame equals the buffer-to-buffer one
+            self.assertEqual(frame, lmc.compress(data))
+
+    def test_file_delta_and_wrong_ref(self):
+        ref, cur = _floats(300000, 13), _floats(300000, 13, eps=1e-7)
+        rp, cp = self.p("ref.bin"), self.p("cur.bin")
+        with open(rp, "wb") as f:
+            f.write(ref)
+        with open(cp, "wb") as f:
+            f.write(cur)
+        out = lmc.compress_file(cp, self.p("cur.delta"), ref=rp, dtype="f32")
+        self.assertLess(os.path.getsize(out), len(cur) // 2)
+        back = lmc.decompress_file(out, self.p("back.bin"), ref=ref)
+        self.assertEqual(read(back), cur)
+        before = sorted(os.listdir(self.tmp))
+        with self.assertRaises(lmc.LmcError) as cm:
+            lmc.decompress_file(out, self.p("never.bin"), ref=cur)
+        self.assertIn("reference", str(cm.exception))
+        with self.assertRaises(lmc.LmcError):
+            lmc.decompress_file(out, self.p("never.bin"))
+        # nothing left behind: no output, no temporary file
+        self.assertEqual(sorted(os.listdir(self.tmp)), before)
+
+    def test_truncated_file_leaves_nothing(self):
+        src = self.p("d.bin")
+        with open(src, "wb") as f:
+            f.write(_rand(200000, 14))
+        frame = read(lmc.compress_file(src))
+        with open(self.p("t.lmc"), "wb") as f:
+            f.write(frame[:-7])
+        before = sorted(os.listdir(self.tmp))
+        with self.assertRaises(lmc.LmcError) as cm:
+            lmc.decompress_file(self.p("t.lmc"))
+        self.assertEqual(cm.exception.id, "truncated")
+        self.assertEqual(sorted(os.listdir(self.tmp)), before)
+        with open(self.p("x.lmc"), "wb") as f:
+            f.write(frame + b"junk")
+        with self.assertRaises(lmc.LmcError) as cm:
+            lmc.decompress_file(self.p("x.lmc"))
+        self.assertEqual(cm.exception.id, "trailing")
+        with self.assertRaises(ValueError):
+            lmc.decompress_file(src)            # no .lmc suffix and no dst
+
+    def test_overwrite_and_same_file(self):
+        src = self.p("a.bin")
+        with open(src, "wb") as f:
+            f.write(b"abc" * 1000)
+        with open(src + ".lmc", "wb") as f:
+            f.write(b"old")
+        lmc.compress_file(src)
+        self.assertEqual(lmc.decompress(read(src + ".lmc")), b"abc" * 1000)
+        with self.assertRaises(ValueError):
+            lmc.compress_file(src, src)
+
+
+if __name__ == "__main__":
+    unittest.main()
