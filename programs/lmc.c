@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #include "lmc.h"
+#include "store_cmd.h"
+#include "analyze.h"
 
 #ifndef PATH_MAX
 #  define PATH_MAX 4096
@@ -105,6 +107,8 @@ static void usage(FILE* f)
 "       lmc -d [OPTIONS] [FILE.lmc...]   decompress (the .lmc suffix is stripped)\n"
 "       lmc -t|-l [OPTIONS] FILE.lmc...  test / list compressed files\n"
 "       lmc -b [OPTIONS] FILE...         benchmark in memory\n"
+"       lmc store COMMAND DIR ...        snapshot store (lmc store --help)\n"
+"       lmc analyze [--ref PREV] CKPT|DIR  bit/entropy/ratio analysis (lmc analyze --help)\n"
 "With no FILE, or when FILE is -, read standard input and write standard output.\n"
 "\n"
 "Operations:\n"
@@ -124,7 +128,8 @@ static void usage(FILE* f)
 "                        is verified by decoding it first); ignored with -c\n"
 "  -f, --force           overwrite existing outputs, allow terminal I/O\n"
 "  -T N, --threads=N     worker threads (default: online cores; 0 = all cores)\n"
-"      --format=F        input format: auto (default), safetensors, raw, generic\n"
+"      --format=F        input format: auto (default), safetensors, torch, raw,\n"
+"                        generic\n"
 "      --dtype=D         value type for --format=raw: bf16, f16, f32, f64, u8,\n"
 "                        i8, i16, u16, i32, u32, i64, u64, bool, f8_e4m3,\n"
 "                        f8_e5m2 (implies --format=raw unless --format is given)\n"
@@ -1071,7 +1076,8 @@ static void set_format(const char* v)
     else if (!strcmp(v, "safetensors")) g_opt.format = LMC_FORMAT_SAFETENSORS;
     else if (!strcmp(v, "raw")) g_opt.format = LMC_FORMAT_RAW;
     else if (!strcmp(v, "generic")) g_opt.format = LMC_FORMAT_GENERIC;
-    else usage_error("unknown format '%s' (auto, safetensors, raw, generic)", v);
+    else if (!strcmp(v, "torch") || !strcmp(v, "torch-zip")) g_opt.format = LMC_FORMAT_TORCH_ZIP;
+    else usage_error("unknown format '%s' (auto, safetensors, torch, raw, generic)", v);
     g_opt.format_set = 1;
 }
 
@@ -1108,6 +1114,8 @@ int main(int argc, char** argv)
     const char** files;
     int nfiles = 0, i, failed = 0, opts_done = 0;
 
+    if (argc > 1 && strcmp(argv[1], "store") == 0) return lmc_cmd_store(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "analyze") == 0) return lmc_cmd_analyze(argc - 1, argv + 1);
     memset(&g_opt, 0, sizeof g_opt);
     g_opt.progress = -1;
     g_opt.iters = 5;
@@ -1137,9 +1145,10 @@ int main(int argc, char** argv)
             else if (!strcmp(a, "--quiet")) { g_opt.quiet = 1; g_opt.verbose = 0; }
             else if (!strcmp(a, "--progress")) g_opt.progress = 1;
             else if (!strcmp(a, "--no-progress")) g_opt.progress = 0;
-            else if (!strcmp(a, "--help")) { usage(stdout); return 0; }
+            else if (!strcmp(a, "--help")) { usage(stdout); free(files); return 0; }
             else if (!strcmp(a, "--version")) {
                 printf("lmc %s (format %d)\n", lmc_version_string(), LMC_FORMAT_VERSION);
+                free(files);
                 return 0;
             }
             else if ((v = long_value(a, "--threads", argc, argv, &i, &m)), m) set_threads(v);
@@ -1172,8 +1181,8 @@ int main(int argc, char** argv)
                 case 'b': set_mode(MODE_BENCH); break;
                 case 'v': g_opt.verbose++; g_opt.quiet = 0; break;
                 case 'q': g_opt.quiet = 1; g_opt.verbose = 0; break;
-                case 'h': usage(stdout); return 0;
-                case 'V': printf("lmc %s (format %d)\n", lmc_version_string(), LMC_FORMAT_VERSION); return 0;
+                case 'h': usage(stdout); free(files); return 0;
+                case 'V': printf("lmc %s (format %d)\n", lmc_version_string(), LMC_FORMAT_VERSION); free(files); return 0;
                 case 'o': g_opt.out_name = v; break;
                 case 'r': g_opt.ref_name = v; break;
                 case 'T': set_threads(v); break;

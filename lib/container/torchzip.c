@@ -94,6 +94,12 @@ typedef struct {           /* a stack or memo value; strings point into the pick
 
 typedef struct { const uint8_t* k; size_t kl; uint8_t dtype, width; } pkey;  /* key -> dtype, from the pickle */
 
+/* Hard limits that bound the walker's memory (~32 bytes per value) whatever
+ * the input; real torch pickles stay far below (a few values per tensor). */
+#define TZ_MAX_STACK  ((size_t)1 << 20)
+#define TZ_MAX_MEMO   ((size_t)1 << 22)
+#define TZ_MAX_KEYS   ((size_t)1 << 22)
+
 typedef struct {
     const uint8_t* p;
     size_t n;
@@ -115,6 +121,7 @@ static int grow(void** v, size_t* cap, size_t need, size_t elem)
 
 static int push_v(walker* w, pv v)
 {
+    if (w->sn >= TZ_MAX_STACK) return -1;
     if (grow((void**)&w->st, &w->scap, w->sn + 1, sizeof(pv))) return -1;
     w->st[w->sn++] = v;
     return 0;
@@ -198,6 +205,7 @@ static int record_persid(walker* w, const pv* v)
 {
     if (v->kind != V_PERSID) return -1;     /* not a torch storage id: not understood */
     if (!v->width) return 0;                /* storage of an unknown type: coded as bytes */
+    if (w->kn >= TZ_MAX_KEYS) return -1;
     if (grow((void**)&w->keys, &w->kcap, w->kn + 1, sizeof(pkey))) return -1;
     pkey* const k = &w->keys[w->kn++];
     k->k = w->p + v->ao; k->kl = v->al; k->dtype = v->dtype; k->width = v->width;
@@ -206,7 +214,8 @@ static int record_persid(walker* w, const pv* v)
 
 static int memo_put(walker* w, uint64_t idx)
 {
-    if (w->sn == 0 || idx >= w->mlimit) return -1;
+    /* Python's picklers number the memo 0, 1, 2, ...: a gap is not understood */
+    if (w->sn == 0 || idx >= w->mlimit || idx > w->mcount) return -1;
     if (idx >= w->mcap) {
         size_t const old = w->mcap;
         if (grow((void**)&w->memo, &w->mcap, (size_t)idx + 1, sizeof(pv))) return -1;
@@ -560,7 +569,7 @@ int lmc_tz_parse(lmc_tz_info* out, const uint8_t* f, size_t n)
     }
 
     w.p = f + pkl_off; w.n = (size_t)pkl->size;
-    w.mlimit = w.n / 2 + 16;                     /* a PUT takes 2+ bytes: bounds the memo */
+    w.mlimit = TZ_MAX_MEMO;
     if (walk(&w)) goto out;
     if (w.kn) qsort(w.keys, w.kn, sizeof(pkey), cmp_pkey);
     for (size_t i = 1; i < w.kn; i++)            /* one storage listed twice: same type? */

@@ -121,10 +121,12 @@ static void br_seek(bitr* r, size_t bitpos)
 #define HUF_DEC(w, c, o) do { uint16_t const e_ = T[((w) >> (c)) & MASK]; (o) = (uint8_t)(e_ >> 4); (c) += e_ & 15; } while (0)
 #define HUF_RELOAD(p, c, w) do { (p) += (c) >> 3; (c) &= 7; (w) = lmc_rd64(p); } while (0)
 
+/* Round k (k = 1, 2, ...) reloads at most 7 bytes further than the previous
+ * one and reads 8 there, so k rounds need 7k + 8 bytes from p. */
 static size_t rounds_left(const uint8_t* p, const uint8_t* end)
 {
     size_t const avail = (size_t)(end - p);
-    return avail < 8 ? 0 : (avail - 8) / 7 + 1;
+    return avail < 15 ? 0 : (avail - 8) / 7;
 }
 
 LMC_FORCE_INLINE size_t decode_huf_body(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)

@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# analyze_test.sh - `lmc analyze`: exact answers on constructed inputs, the
+# output formats, plots and trajectories.
+# Usage: tests/analyze_test.sh ./lmc
+# Prints "ok - NAME" / "not ok - NAME" per check, then "N passed, M failed".
+set -u
+
+LMC=${1:-./lmc}
+case "$LMC" in /*) ;; *) LMC="$(pwd)/$LMC" ;; esac
+if [ ! -x "$LMC" ]; then
+    echo "analyze_test.sh: $LMC is not an executable" >&2
+    exit 1
+fi
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+PASS=0
+FAIL=0
+T=$(mktemp -d "${TMPDIR:-/tmp}/lmc-analyze-test.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+cd "$T" || exit 1
+
+ok()   { PASS=$((PASS + 1)); echo "ok - $1"; }
+nok()  { FAIL=$((FAIL + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && echo "#   $2"; return 0; }
+check() { # check NAME CONDITION-COMMAND...
+    local name=$1; shift
+    if "$@"; then ok "$name"; else nok "$name" "failed: $*"; fi
+}
+# pycheck NAME JSONFILE PYTHON-EXPRESSION-ON-d (d = the parsed JSON; f = first file; dt = its first dtype)
+pycheck() {
+    local name=$1 file=$2 expr=$3 out
+    out=$(python3 - "$file" "$expr" 2>&1 <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["checkpoints"][-1]["files"][0]
+dt = f["dtypes"][0]
+cls = {c["class"]: c for c in dt["classes"]}
+ten = {t["name"]: t for t in dt["tensors"]}
+r = eval(sys.argv[2])
+if r is not True:
+    print("expression gave", repr(r))
+    sys.exit(1)
+EOF
+)
+    if [ $? -eq 0 ]; then ok "$name"; else nok "$name" "$expr: $out"; fi
+}
+
+# plots need gnuplot (Debian: gnuplot-nox)
+sh "$ROOT/tools/deps.sh" gnuplot-nox >/dev/null 2>&1 || true
+
+# ---------------------------------------------------------------- inputs
+python3 - <<'EOF'
+import struct, json
+
+def st(path, tensors):
+    """tensors: list of (name, dtype, shape, bytes)"""
+    hdr = {"__metadata__": {"format": "pt"}}
+    off = 0
+    for name, dt, shape, data in tensors:
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
+        off += len(data)
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(t[3] for t in tensors))
+
+N = 4096                                  # values per tensor
+zeros = bytes(2 * N)
+st("zero.safetensors", [("h.0.mlp.c_fc.weight", "BF16", [64, 64], zeros)])
+
+# a single flipped bit: value 100, bit 9 (byte 1, bit 1) of the same tensor
+one = bytearray(zeros); one[2 * 100 + 1] ^= 0x02
+st("zero_flip.safetensors", [("h.0.mlp.c_fc.weight", "BF16", [64, 64], bytes(one))])
+
+# bf16 1.0 = 0x3F80 everywhere: ones at bits 7..13 only
+st("ones.safetensors", [("h.0.attn.c_attn.weight", "BF16", [64, 64], struct.pack("<H", 0x3F80) * N)])
+
+# two equiprobable low bytes (0x00, 0xFF), high byte constant 0x3F:
+# entropy 1 bit/byte in byte group 0, 0 in group 1
+two = b"".join(struct.pack("<H", 0x3F00 | (0xFF if i % 2 else 0x00)) for i in range(N))
+st("two.safetensors", [("wte.weight", "BF16", [64, 64], two)])
+
+# four equiprobable bytes in a u8 tensor -> 2 bits/byte; f32 tensor of 1.0 (0x3F800000)
+four = bytes([i % 4 for i in range(N)])
+st("mixed.safetensors", [("a.u8", "U8", [N], four),
+                         ("h.1.ln_1.weight", "F32", [N], struct.pack("<f", 1.0) * N)])
+
+# every class in one file
+def t(name):
+    return (name, "BF16", [16], struct.pack("<H", 0x3F80) * 16)
+st("classes.safetensors", [t("wte.weight"), t("h.0.attn.c_attn.weight"), t("h.0.mlp.c_fc.weight"),
+                           t("h.0.ln_1.weight"), t("lm_head.weight"), t("h.0.attn.c_attn.weight.exp_avg"),
+                           t("something.else")])
+
+# a tiny trajectory: 3 steps, two files each; one value changes per step
+import os
+for s, k in ((100, 0), (200, 1), (300, 2)):
+    os.makedirs("traj/step-%06d" % s, exist_ok=True)
+    w = bytearray(struct.pack("<H", 0x3F80) * N)
+    for j in range(k):
+        w[2 * j] ^= 0x01
+    st("traj/step-%06d/model.safetensors" % s, [("h.0.attn.c_attn.weight", "BF16", [64, 64], bytes(w))])
+    m = bytearray(struct.pack("<f", 0.5) * N)
+    m[0] = k
+    st("traj/step-%06d/optim.safetensors" % s, [("h.0.attn.c_attn.weight.exp_avg", "F32", [N], bytes(m))])
+
+open("notst.bin", "wb").write(bytes([0x00, 0xFF]) * 4096)
+EOF
+
+# ---------------------------------------------------------------- exact answers
+"$LMC" analyze --json --ref zero.safetensors zero.safetensors > z.json
+check "all-zero vs itself: exit 0, JSON" test -s z.json
+pycheck "all-zero: dtype bf16, 16 bits, width 2" z.json 'dt["dtype"] == "bf16" and dt["width"] == 2 and len(dt["ones"]) == 16 and len(dt["flips"]) == 16'
+pycheck "all-zero: ones 0 at every bit" z.json 'dt["ones"] == [0.0] * 16 and ten["h.0.mlp.c_fc.weight"]["ones"] == [0.0] * 16'
+pycheck "all-zero: entropy 0 in every byte group" z.json 'dt["entropy"] == [0.0, 0.0] and dt["xor_entropy"] == [0.0, 0.0]'
+pycheck "all-zero: unchanged 1.0 vs itself, flips 0" z.json 'dt["unchanged"] == 1.0 and dt["flips"] == [0.0] * 16 and dt["compared_values"] == 4096'
+pycheck "all-zero: floor 0, ideal ratio null (infinite)" z.json 'dt["floor_bytes"] == 0 and dt["ideal_ratio"] is None'
+pycheck "all-zero: tensor matched, class mlp" z.json 'ten["h.0.mlp.c_fc.weight"]["matched"] is True and ten["h.0.mlp.c_fc.weight"]["class"] == "mlp"'
+pycheck "all-zero: lmc bytes > 0, file ratio > 1" z.json 'f["lmc_bytes"] > 0 and f["lmc_ratio"] > 1 and dt["lmc_bytes"] > 0'
+
+"$LMC" analyze --json --ref zero.safetensors zero_flip.safetensors > flip.json
+pycheck "one flipped bit: flip rate 1/n at bit 9" flip.json 'dt["flips"][9] == 1 / 4096'
+pycheck "one flipped bit: 0 at every other bit" flip.json 'all(dt["flips"][b] == 0 for b in range(16) if b != 9)'
+pycheck "one flipped bit: unchanged (n-1)/n" flip.json 'dt["unchanged"] == 4095 / 4096'
+pycheck "one flipped bit: ones 1/n at bit 9 of the new file" flip.json 'dt["ones"][9] == 1 / 4096 and sum(dt["ones"]) == 1 / 4096'
+pycheck "one flipped bit: bit labels (bf16)" flip.json 'dt["bit_labels"][15] == "sign" and dt["bit_labels"][14] == "exp7" and dt["bit_labels"][7] == "exp0" and dt["bit_labels"][6] == "man6" and dt["bit_labels"][0] == "man0"'
+
+"$LMC" analyze --json ones.safetensors > ones.json
+pycheck "bf16 1.0: ones 1.0 at bits 7..13, 0 elsewhere" ones.json 'dt["ones"] == [1.0 if 7 <= b <= 13 else 0.0 for b in range(16)]'
+pycheck "no reference: flips, unchanged, xor_entropy null" ones.json 'dt["flips"] is None and dt["unchanged"] is None and dt["xor_entropy"] is None and f["ref"] is None'
+pycheck "bf16 1.0: constant bytes, entropy 0" ones.json 'dt["entropy"] == [0.0, 0.0]'
+pycheck "bf16 1.0: class attention" ones.json 'list(cls) == ["attention"]'
+
+"$LMC" analyze --json two.safetensors > two.json
+pycheck "two equiprobable bytes: 1 bit/byte in group 0, 0 in group 1" two.json 'abs(dt["entropy"][0] - 1.0) < 1e-12 and dt["entropy"][1] == 0.0'
+pycheck "two equiprobable bytes: tensor floor = n/8 bytes, ideal ratio 16" two.json 'abs(ten["wte.weight"]["floor_bytes"] - 512) < 1e-9 and abs(ten["wte.weight"]["ideal_ratio"] - 16) < 1e-9'
+pycheck "two equiprobable bytes: ones 0.5 at bits 0..7, pattern 0x3F at 8..15" two.json 'dt["ones"][:8] == [0.5] * 8 and dt["ones"][8:] == [1.0] * 6 + [0.0, 0.0]'
+pycheck "class embedding (wte)" two.json 'list(cls) == ["embedding"]'
+
+"$LMC" analyze --json mixed.safetensors > mixed.json
+pycheck "two dtypes: u8 and f32 figures per dtype" mixed.json 'sorted(x["dtype"] for x in f["dtypes"]) == ["f32", "u8"]'
+pycheck "u8 four equiprobable bytes: 2 bits/byte" mixed.json '[abs(x["entropy"][0] - 2.0) < 1e-12 for x in f["dtypes"] if x["dtype"] == "u8"] == [True]'
+pycheck "f32 1.0: ones at bits 23..29 only, 4 byte groups, labels" mixed.json '[(x["ones"] == [1.0 if 23 <= b <= 29 else 0.0 for b in range(32)], len(x["entropy"]), x["bit_labels"][31], x["bit_labels"][23], x["bit_labels"][22]) for x in f["dtypes"] if x["dtype"] == "f32"] == [(True, 4, "sign", "exp0", "man22")]'
+pycheck "f32 norm tensor classed as norm" mixed.json '[x["classes"][0]["class"] for x in f["dtypes"] if x["dtype"] == "f32"] == ["norm"]'
+
+# whole-file floor: agrees with the quantity bench/floor.c computes (header as width-1 bytes)
+pycheck "whole-file floor = header entropy + tensor floors" mixed.json 'f["floor_bytes"] >= sum(x["floor_bytes"] for x in f["dtypes"]) and f["floor_bytes"] - sum(x["floor_bytes"] for x in f["dtypes"]) <= f["header_bytes"]'
+
+"$LMC" analyze --json classes.safetensors > classes.json
+pycheck "class rules: every class" classes.json '{t["name"]: t["class"] for t in dt["tensors"]} == {"wte.weight": "embedding", "h.0.attn.c_attn.weight": "attention", "h.0.mlp.c_fc.weight": "mlp", "h.0.ln_1.weight": "norm", "lm_head.weight": "head", "h.0.attn.c_attn.weight.exp_avg": "optimizer", "something.else": "other"}'
+
+"$LMC" analyze --json notst.bin > notst.json
+pycheck "not safetensors: analysed as u8 bytes, noted" notst.json 'f["container"] == "bytes" and "u8" in f["note"] and dt["dtype"] == "u8" and abs(dt["entropy"][0] - 1.0) < 1e-12'
+
+# lmc figures are what `lmc` itself produces
+"$LMC" -T1 -c -r zero.safetensors zero_flip.safetensors > zf.lmc 2>/dev/null
+pycheck "whole-file lmc bytes = size of lmc -r output" flip.json "f['lmc_bytes'] == $(stat -c %s zf.lmc)"
+
+# a tensor larger than the 4 MiB read window (streamed in pieces): per-tensor
+# lmc bytes = `lmc --dtype=bf16` on the raw tensor bytes, here as a delta
+python3 - <<'EOF'
+import os, struct, json
+n = 5 << 19                               # 2.5 Mi values, 5 MiB
+lo = os.urandom(n)
+hi = bytes((0x3c, 0x3d, 0xbc, 0xbd)[b & 3] for b in os.urandom(n))
+data = bytearray(n * 2); data[0::2] = lo; data[1::2] = hi
+d2 = bytearray(data); d2[0::7] = bytes(b ^ 1 for b in d2[0::7])
+h = json.dumps({"big.weight": {"dtype": "BF16", "shape": [n], "data_offsets": [0, 2 * n]}}).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+for name, x in (("big", data), ("big2", d2)):
+    open(name + ".safetensors", "wb").write(struct.pack("<Q", len(h)) + h + bytes(x))
+    open(name + ".raw", "wb").write(bytes(x))
+EOF
+"$LMC" analyze --json -r big.safetensors big2.safetensors > big.json
+"$LMC" -T1 -c --dtype=bf16 -r big.raw big2.raw > big2.lmc
+pycheck "tensor > 4 MiB: per-tensor lmc bytes = lmc --dtype=bf16 -r on the raw bytes" big.json "dt['lmc_bytes'] == $(stat -c %s big2.lmc) and dt['values'] == 5 << 19"
+rm -f big.raw big2.raw big.safetensors big2.safetensors big2.lmc
+
+# ---------------------------------------------------------------- formats
+"$LMC" analyze --ref zero.safetensors zero_flip.safetensors > table.txt
+check "table: exit 0" test -s table.txt
+check "table: whole-file line" grep -q "whole file: ideal" table.txt
+check "table: flip rate table" grep -q "flip rate per bit" table.txt
+"$LMC" analyze classes.safetensors > classes.txt
+ok_all=1
+for c in embedding attention mlp norm optimizer head other; do grep -q "^    $c " classes.txt || ok_all=0; done
+check "table: a row per class (embedding attention mlp norm optimizer head other)" test $ok_all = 1
+"$LMC" analyze --brief classes.safetensors > brief.txt
+check "table: --brief drops the bit tables" bash -c '! grep -q "per bit" brief.txt && grep -q "^    all " brief.txt'
+"$LMC" analyze --tensors classes.safetensors > tens.txt
+check "table: --tensors lists tensors" grep -q "lm_head.weight" tens.txt
+
+"$LMC" analyze --csv --ref zero.safetensors zero_flip.safetensors > flip.csv
+check "csv: header" test "$(head -1 flip.csv)" = "step,checkpoint,file,ref,dtype,scope,name,class,metric,index,value"
+check "csv: flip at bit 9 = 1/4096" grep -q ",dtype,,,flips,9,0.000244140625$" flip.csv
+check "csv: tensor rows" grep -q ",tensor,h.0.mlp.c_fc.weight,mlp,ones,0,0$" flip.csv
+check "csv: every row has 11 fields" python3 -c "import csv,sys; rows=list(csv.reader(open('flip.csv'))); sys.exit(0 if all(len(r)==11 for r in rows) and len(rows)>50 else 1)"
+"$LMC" analyze -q --json=out.json --csv=out.csv ones.safetensors > quiet.txt
+check "--json=FILE --csv=FILE -q: files written, nothing on stdout" bash -c 'test -s out.json && test -s out.csv && ! test -s quiet.txt'
+check "--json and --csv both on stdout refused" bash -c '! "$0" analyze --json --csv ones.safetensors >/dev/null 2>&1' "$LMC"
+check "missing file: exit 1" bash -c '! "$0" analyze nonexistent.safetensors >/dev/null 2>&1' "$LMC"
+check "--help documents the options" bash -c '"$0" analyze --help | grep -q -- "--plot DIR" && "$0" analyze --help | grep -q -- "--json" && "$0" analyze --help | grep -q "optimizer"' "$LMC"
+# (detect_leaks=0: under ASan, lmc's own --help path returns without freeing its file list)
+check "lmc --help mentions lmc analyze" bash -c 'ASAN_OPTIONS=detect_leaks=0 "$0" --help | grep -q "lmc analyze"' "$LMC"
+
+# ---------------------------------------------------------------- trajectory
+"$LMC" analyze --json traj > traj.json
+pycheck "trajectory: 3 checkpoints in step order" traj.json '[c["step"] for c in d["checkpoints"]] == [100, 200, 300]'
+pycheck "trajectory: first step has no reference, later ones do" traj.json '[[x["ref"] is None for x in c["files"]] for c in d["checkpoints"]] == [[True, True], [False, False], [False, False]]'
+pycheck "trajectory: model flips 1/n at bit 0 for step 200" traj.json '[x for x in d["checkpoints"][1]["files"] if x["key"] == "model.safetensors"][0]["dtypes"][0]["flips"][0] == 1 / 4096'
+pycheck "trajectory: model step 300 (2 changed vs 1): 1 value differs" traj.json '[x for x in d["checkpoints"][2]["files"] if x["key"] == "model.safetensors"][0]["dtypes"][0]["unchanged"] == 4095 / 4096'
+pycheck "trajectory: optim file classed optimizer" traj.json '[x for x in d["checkpoints"][2]["files"] if x["key"] == "optim.safetensors"][0]["dtypes"][0]["classes"][0]["class"] == "optimizer"'
+pycheck "trajectory: delta ratio per step and class" traj.json 'sorted({(t["step"], t["file"], t["class"]) for t in d["trajectory"]}) == sorted({(s, k, c) for s in (200, 300) for k, c in (("model.safetensors", "all"), ("model.safetensors", "attention"), ("optim.safetensors", "all"), ("optim.safetensors", "optimizer"))}) and all(t["lmc_ratio"] > 1 for t in d["trajectory"])'
+"$LMC" analyze traj > traj.txt
+check "trajectory: table over time" grep -q "compressibility over time: model.safetensors" traj.txt
+"$LMC" analyze --json traj/step-000100 traj/step-000200 > pair.json
+pycheck "two checkpoint folders as arguments: second against first" pair.json 'len(d["checkpoints"]) == 2 and all(x["ref"] for x in d["checkpoints"][1]["files"])'
+mkdir flat && cp traj/step-000100/model.safetensors flat/ckpt-100.safetensors && cp traj/step-000200/model.safetensors flat/ckpt-200.safetensors
+"$LMC" analyze --json flat > flat.json
+pycheck "folder of numbered files: a trajectory" flat.json '[c["step"] for c in d["checkpoints"]] == [100, 200] and d["checkpoints"][1]["files"][0]["ref"].endswith("ckpt-100.safetensors")'
+
+# ---------------------------------------------------------------- plots
+if command -v gnuplot >/dev/null 2>&1; then
+    "$LMC" analyze -q --plot plots traj
+    check "--plot: exit 0" test $? -eq 0
+    png_ok() { [ -s "$1" ] && [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; }
+    for p in bits-model-bf16 flips-model-bf16 ratio-model time-model time-files bits-optim-f32; do
+        check "--plot: $p.png is a PNG" png_ok "plots/$p.png"
+    done
+    check "--plot: baselines (zstd, bzip2) measured" bash -c '"$0" analyze --json --baselines traj/step-000100/model.safetensors | python3 -c "import json,sys; f=json.load(sys.stdin)[\"checkpoints\"][0][\"files\"][0]; sys.exit(0 if f[\"zstd_bytes\"] > 0 and f[\"bzip2_bytes\"] > 0 else 1)"' "$LMC"
+else
+    nok "--plot: gnuplot is not installed (sh tools/deps.sh gnuplot-nox)"
+fi
+
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]

@@ -1,0 +1,384 @@
+/*
+ * test_torchzip.c - torch.save archives: zip + pickle scan, round trips,
+ * deltas, fallbacks (cmocka).
+ *
+ * Fixtures in tests/data/torch/ were written by torch 1.13 (gen.py there);
+ * each NAME.pt has a sidecar NAME.json with the storages (key, dtype, data
+ * offset, size) as torch and Python's zipfile see them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dirent.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "lmc.h"
+#include "torchzip.h"
+#include "testutil.h"
+#include "tzbuild.h"
+
+#define FIXDIR "tests/data/torch/"
+
+static const char* const k_typed[] = { "bf16", "f32", "f16", "i64", "shared", "step2", "step3", "nostorage" };
+#define NTYPED (sizeof(k_typed) / sizeof(k_typed[0]))
+
+static uint8_t* load(const char* name, const char* ext, size_t* n)
+{
+    char path[256];
+    snprintf(path, sizeof(path), FIXDIR "%s%s", name, ext);
+    uint8_t* const p = tu_read_file(path, n);
+    if (!p) fail_msg("cannot read %s (run the tests from the repository root)", path);
+    return p;
+}
+
+/* Checks invariants every successful parse must meet, whatever the input. */
+static void check_sane(const lmc_tz_info* t, size_t n)
+{
+    for (size_t i = 0; i < t->count; i++) {
+        const lmc_tz_storage* const s = &t->v[i];
+        assert_true(s->len > 0 && s->off <= n && s->len <= n - s->off);
+        assert_true(s->width == 1 || s->width == 2 || s->width == 4 || s->width == 8);
+        assert_int_equal(s->len % s->width, 0);
+        assert_int_equal(s->width, lmc_dtype_width((lmc_dtype)s->dtype));
+        if (i) assert_true(t->v[i - 1].off + t->v[i - 1].len <= s->off);
+        assert_int_equal(lmc_tz_find(t, s->key, s->key_len), (long)i);
+    }
+}
+
+static void test_parse_matches_torch(void** state)
+{
+    (void)state;
+    for (size_t f = 0; f < NTYPED; f++) {
+        size_t n, jn;
+        uint8_t* const buf = load(k_typed[f], ".pt", &n);
+        char* const js = (char*)load(k_typed[f], ".json", &jn);
+        json_error_t err;
+        json_t* const root = json_loadb(js, jn, 0, &err);
+        assert_non_null(root);
+        json_t* const arr = json_object_get(root, "storages");
+        assert_true(json_is_array(arr));
+
+        lmc_tz_info t;
+        assert_int_equal(lmc_tz_parse(&t, buf, n), 0);
+        check_sane(&t, n);
+        assert_int_equal(t.count, json_array_size(arr));
+        for (size_t i = 0; i < t.count; i++) {
+            json_t* const e = json_array_get(arr, i);
+            const char* const key = json_string_value(json_object_get(e, "key"));
+            const char* const dt = json_string_value(json_object_get(e, "dtype"));
+            assert_non_null(key); assert_non_null(dt);
+            assert_int_equal(t.v[i].key_len, strlen(key));
+            assert_memory_equal(t.v[i].key, key, strlen(key));
+            assert_int_equal(t.v[i].dtype, lmc_dtype_from_name(dt));
+            assert_int_equal(t.v[i].off, json_integer_value(json_object_get(e, "offset")));
+            assert_int_equal(t.v[i].len, json_integer_value(json_object_get(e, "nbytes")));
+        }
+        lmc_tz_free(&t);
+        json_decref(root);
+        free(js); free(buf);
+    }
+}
+
+static void test_not_a_zip(void** state)
+{
+    (void)state;
+    size_t n;
+    uint8_t* const buf = load("legacy", ".pt", &n);   /* pre-1.6 format: a bare pickle */
+    lmc_tz_info t;
+    assert_int_equal(lmc_tz_parse(&t, buf, n), -1);
+    assert_int_equal(t.count, 0);
+    assert_null(t.v);
+    assert_int_equal(lmc_tz_parse(&t, buf, 0), -1);
+    assert_int_equal(lmc_tz_parse(&t, (const uint8_t*)"PK\3\4", 4), -1);
+    free(buf);
+}
+
+/* Compresses (one-shot) with format `fmt` against ref (may be NULL), checks
+ * that it decodes back, and returns the frame size; *st gets the stats. */
+static size_t roundtrip(const uint8_t* src, size_t n, const uint8_t* ref, size_t rn, int fmt, lmc_frame_stats* st)
+{
+    lmc_cctx* const c = lmc_cctx_create();
+    lmc_dctx* const d = lmc_dctx_create();
+    assert_non_null(c); assert_non_null(d);
+    assert_false(lmc_is_error(lmc_cctx_set_param(c, LMC_P_FORMAT, fmt)));
+    if (ref) assert_false(lmc_is_error(lmc_cctx_set_ref(c, ref, rn)));
+    uint8_t* comp;
+    size_t const cs = tu_compress(c, &comp, src, n);
+    assert_false(lmc_is_error(cs));
+    lmc_frame_stats s2;
+    assert_int_equal(lmc_cctx_last_stats(c, st), 0);
+    assert_int_equal(lmc_frame_stats_get(&s2, comp, cs), cs);
+    assert_int_equal(s2.header.container, st->header.container);
+    assert_memory_equal(s2.dtype_in, st->dtype_in, sizeof(s2.dtype_in));
+    uint8_t* const out = (uint8_t*)tu_xmalloc(n);
+    if (ref) assert_false(lmc_is_error(lmc_dctx_set_ref(d, ref, rn)));
+    size_t const dn = lmc_decompress(d, out, n, comp, cs);
+    assert_false(lmc_is_error(dn));
+    assert_int_equal(dn, n);
+    assert_memory_equal(out, src, n);
+    free(out); free(comp);
+    lmc_cctx_free(c); lmc_dctx_free(d);
+    return cs;
+}
+
+static void test_roundtrip_and_stats(void** state)
+{
+    (void)state;
+    static const struct { const char* name; lmc_dtype dt; uint64_t bytes; } k[] = {
+        { "bf16", LMC_DTYPE_BF16, 4096 }, { "f32", LMC_DTYPE_F32, 4096 },
+        { "f16", LMC_DTYPE_F16, 4096 },   { "i64", LMC_DTYPE_I64, 4096 },
+        { "shared", LMC_DTYPE_F32, 4096 }, { "shared", LMC_DTYPE_BF16, 600 },
+        { "shared", LMC_DTYPE_I32, 256 },  { "shared", LMC_DTYPE_F64, 128 },
+        { "step2", LMC_DTYPE_F32, 0 },
+    };
+    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+        size_t n;
+        uint8_t* const buf = load(k[i].name, ".pt", &n);
+        lmc_frame_stats st;
+        roundtrip(buf, n, NULL, 0, LMC_FORMAT_AUTO, &st);
+        assert_int_equal(st.header.container, LMC_FORMAT_TORCH_ZIP);
+        if (k[i].bytes) assert_int_equal(st.dtype_in[k[i].dt], k[i].bytes);
+        else assert_true(st.dtype_in[k[i].dt] > n / 2);
+        roundtrip(buf, n, NULL, 0, LMC_FORMAT_TORCH_ZIP, &st);
+        assert_int_equal(st.header.container, LMC_FORMAT_TORCH_ZIP);
+        roundtrip(buf, n, NULL, 0, LMC_FORMAT_GENERIC, &st);
+        assert_int_equal(st.header.container, LMC_FORMAT_GENERIC);
+        assert_int_equal(st.dtype_in[LMC_DTYPE_BYTES], n);
+        free(buf);
+    }
+    /* not a zip, or forced on something else: generic, still lossless */
+    size_t n;
+    uint8_t* const buf = load("legacy", ".pt", &n);
+    lmc_frame_stats st;
+    roundtrip(buf, n, NULL, 0, LMC_FORMAT_AUTO, &st);
+    assert_int_equal(st.header.container, LMC_FORMAT_GENERIC);
+    roundtrip(buf, n, NULL, 0, LMC_FORMAT_TORCH_ZIP, &st);
+    assert_int_equal(st.header.container, LMC_FORMAT_GENERIC);
+    roundtrip(buf, 0, NULL, 0, LMC_FORMAT_TORCH_ZIP, &st);
+    free(buf);
+}
+
+/* Streaming: with a pledged size the whole zip is buffered and parsed;
+ * without one it is coded in generic mode. Both decode to the input. */
+static void test_streaming(void** state)
+{
+    (void)state;
+    size_t n;
+    uint8_t* const buf = load("shared", ".pt", &n);
+    for (int pledge = 0; pledge < 2; pledge++) {
+        lmc_cctx* const c = lmc_cctx_create();
+        lmc_dctx* const d = lmc_dctx_create();
+        if (pledge) assert_false(lmc_is_error(lmc_cctx_set_param(c, LMC_P_CONTENT_SIZE, (long long)n)));
+        size_t const cap = lmc_compress_bound(n);
+        uint8_t* const comp = (uint8_t*)tu_xmalloc(cap);
+        size_t const cs = tu_compress_stream(c, comp, cap, buf, n, tu_pieces_default, TU_NPIECES);
+        assert_false(lmc_is_error(cs));
+        lmc_frame_stats st;
+        assert_int_equal(lmc_frame_stats_get(&st, comp, cs), cs);
+        assert_int_equal(st.header.container, pledge ? LMC_FORMAT_TORCH_ZIP : LMC_FORMAT_GENERIC);
+        if (pledge) assert_int_equal(st.dtype_in[LMC_DTYPE_BF16], 600);
+        uint8_t* const out = (uint8_t*)tu_xmalloc(n);
+        assert_int_equal(lmc_decompress(d, out, n, comp, cs), n);
+        assert_memory_equal(out, buf, n);
+        free(out); free(comp);
+        lmc_cctx_free(c); lmc_dctx_free(d);
+    }
+    free(buf);
+}
+
+/* Consecutive training steps: storages are XORed against the same key. */
+static void test_delta(void** state)
+{
+    (void)state;
+    size_t n2, n3;
+    uint8_t* const s2 = load("step2", ".pt", &n2);
+    uint8_t* const s3 = load("step3", ".pt", &n3);
+    lmc_frame_stats st, sg;
+    size_t const auto_size = roundtrip(s3, n3, s2, n2, LMC_FORMAT_AUTO, &st);
+    size_t const gen_size = roundtrip(s3, n3, s2, n2, LMC_FORMAT_GENERIC, &sg);
+    assert_int_equal(st.header.container, LMC_FORMAT_TORCH_ZIP);
+    assert_true(st.pieces_xor > 0);
+    assert_true(st.dtype_in[LMC_DTYPE_F32] > n3 / 2);
+    print_message("step3 vs step2 (%zu bytes): torch %zu, generic %zu\n", n3, auto_size, gen_size);
+    assert_true(auto_size < gen_size);
+    /* against an unrelated reference (not a torch zip): still lossless */
+    size_t nl;
+    uint8_t* const leg = load("legacy", ".pt", &nl);
+    roundtrip(s3, n3, leg, nl, LMC_FORMAT_AUTO, &st);
+    assert_int_equal(st.header.container, LMC_FORMAT_TORCH_ZIP);
+    free(leg); free(s2); free(s3);
+}
+
+/* Locates data.pkl's bytes in a fixture (via the parser's own answer for the
+ * first storage: data.pkl precedes it) so that it can be damaged. */
+static size_t pkl_start(const uint8_t* buf, size_t n)
+{
+    (void)n;
+    /* local header of the first entry at 0: 30 + name + extra */
+    return 30 + (size_t)(buf[26] | (buf[27] << 8)) + (size_t)(buf[28] | (buf[29] << 8));
+}
+
+static void test_damaged_fall_back(void** state)
+{
+    (void)state;
+    size_t n;
+    uint8_t* const orig = load("shared", ".pt", &n);
+    uint8_t* const buf = (uint8_t*)tu_xmalloc(n);
+    lmc_tz_info t;
+    lmc_frame_stats st;
+
+    /* every truncation: never crashes; the directory is at the end, so all fail */
+    for (size_t len = 0; len < n; len++) {
+        assert_int_equal(lmc_tz_parse(&t, orig, len), -1);
+    }
+    for (size_t len = 0; len < n; len += 997) {
+        roundtrip(orig, len, NULL, 0, LMC_FORMAT_AUTO, &st);
+        assert_int_equal(st.header.container, LMC_FORMAT_GENERIC);
+    }
+
+    /* an unknown opcode in data.pkl: dtypes not understood, generic */
+    size_t const p0 = pkl_start(orig, n);
+    memcpy(buf, orig, n);
+    assert_int_equal(buf[p0], 0x80);   /* PROTO */
+    buf[p0 + 2] = 0xFF;
+    assert_int_equal(lmc_tz_parse(&t, buf, n), -1);
+    roundtrip(buf, n, NULL, 0, LMC_FORMAT_AUTO, &st);
+    assert_int_equal(st.header.container, LMC_FORMAT_GENERIC);
+
+    /* pickle cut short (no STOP): generic */
+    memcpy(buf, orig, n);
+    assert_int_equal(lmc_tz_parse(&t, buf, n), 0);
+    uint64_t const first = t.v[0].off;
+    lmc_tz_free(&t);
+    for (size_t i = p0; i < first; i++) if (buf[i] == '.') buf[i] = 'N';
+    assert_int_equal(lmc_tz_parse(&t, buf, n), -1);
+
+    /* central directory damaged */
+    memcpy(buf, orig, n);
+    for (size_t i = n - 22; i-- > 0;) if (buf[i] == 'P' && buf[i + 1] == 'K' && buf[i + 2] == 1 && buf[i + 3] == 2) { buf[i + 10] = 8; break; }
+    roundtrip(buf, n, NULL, 0, LMC_FORMAT_AUTO, &st);   /* a deflated entry: that storage is plain bytes */
+
+    /* random single-byte damage anywhere: any parse is sane, every file round-trips */
+    tu_rng r; tu_seed(&r, 42);
+    for (int k = 0; k < 300; k++) {
+        memcpy(buf, orig, n);
+        size_t const at = tu_below(&r, n);
+        buf[at] = (uint8_t)tu_next(&r);
+        if (lmc_tz_parse(&t, buf, n) == 0) { check_sane(&t, n); lmc_tz_free(&t); }
+        if (k % 10 == 0) roundtrip(buf, n, NULL, 0, LMC_FORMAT_AUTO, &st);
+    }
+    /* damage in the directory region only (where the offsets live) */
+    for (int k = 0; k < 2000; k++) {
+        memcpy(buf, orig, n);
+        size_t const at = n - 1 - tu_below(&r, 400);
+        buf[at] = (uint8_t)tu_next(&r);
+        if (lmc_tz_parse(&t, buf, n) == 0) { check_sane(&t, n); lmc_tz_free(&t); }
+    }
+    free(buf); free(orig);
+}
+
+/* data.pkl in protocols 2, 4, 5 (gen.py), wrapped in a built zip, plain and
+ * ZIP64: '0' BFloat16Storage, '1' UntypedStorage without a dtype (plain
+ * bytes, left out), '2' UntypedStorage with torch.float32. */
+static void test_pickle_protocols_zip64(void** state)
+{
+    (void)state;
+    static const char* const names[] = { "arch/data.pkl", "arch/data/0", "arch/data/1", "arch/data/2", "arch/version" };
+    static const char* const pk[] = { "proto2", "proto4", "proto5" };
+    uint8_t st[64];
+    for (int i = 0; i < 64; i++) st[i] = (uint8_t)(i * 37);
+    for (int f = 0; f < 3; f++) {
+        size_t pn;
+        uint8_t* const pkl = load(pk[f], ".pkl", &pn);
+        for (int z64 = 0; z64 < 2; z64++) {
+            const uint8_t* d[5] = { pkl, st, st, st, (const uint8_t*)"3\n" };
+            size_t len[5] = { pn, 64, 64, 32, 2 };
+            uint8_t* const zip = (uint8_t*)tu_xmalloc(TZB_BOUND(5, 64, pn + 200));
+            size_t const n = tzb_build(zip, names, d, len, 5, z64);
+            lmc_tz_info t;
+            assert_int_equal(lmc_tz_parse(&t, zip, n), 0);
+            check_sane(&t, n);
+            assert_int_equal(t.count, 2);
+            assert_int_equal(t.v[0].dtype, LMC_DTYPE_BF16);
+            assert_int_equal(t.v[0].len, 64);
+            assert_int_equal(t.v[1].dtype, LMC_DTYPE_F32);
+            assert_int_equal(t.v[1].len, 32);
+            assert_memory_equal(t.v[1].key, "2", 1);
+            assert_int_equal(lmc_tz_find(&t, (const uint8_t*)"1", 1), -1);
+            lmc_tz_free(&t);
+            lmc_frame_stats fs;
+            roundtrip(zip, n, NULL, 0, LMC_FORMAT_AUTO, &fs);
+            assert_int_equal(fs.header.container, LMC_FORMAT_TORCH_ZIP);
+            /* a storage whose size is not a multiple of its width is left out */
+            len[1] = 63;
+            size_t const n2 = tzb_build(zip, names, d, len, 5, z64);
+            assert_int_equal(lmc_tz_parse(&t, zip, n2), 0);
+            assert_int_equal(t.count, 1);
+            lmc_tz_free(&t);
+            /* two data.pkl candidates: ambiguous, declined */
+            static const char* const dup[] = { "arch/data.pkl", "arch/data/0", "b/data.pkl" };
+            size_t const n3 = tzb_build(zip, dup, d, len, 3, z64);
+            assert_int_equal(lmc_tz_parse(&t, zip, n3), -1);
+            free(zip);
+        }
+        free(pkl);
+    }
+}
+
+/* fuzz/regressions/torchzip/: inputs that once crashed fuzz/fuzz_torchzip.c,
+ * replayed the way the target reads them (first byte odd: a data.pkl to wrap). */
+static void test_fuzz_regressions(void** state)
+{
+    (void)state;
+    DIR* const dp = opendir("fuzz/regressions/torchzip");
+    if (!dp) return;
+    static const char* const names[] = { "a/data.pkl", "a/data/0", "a/data/1", "a/data/2", "a/data/3" };
+    static const uint8_t st[64];
+    struct dirent* e;
+    while ((e = readdir(dp)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[512];
+        snprintf(path, sizeof(path), "fuzz/regressions/torchzip/%s", e->d_name);
+        size_t n;
+        uint8_t* const p = tu_read_file(path, &n);
+        if (!p || n == 0) { free(p); continue; }
+        const uint8_t* f = p + 1;
+        size_t fn = n - 1;
+        uint8_t* zip = NULL;
+        if (p[0] & 1) {
+            const uint8_t* d[5] = { f, st, st, st, st };
+            size_t len[5] = { fn, 64, 64, 16, 8 };
+            zip = (uint8_t*)tu_xmalloc(TZB_BOUND(5, 64, fn + 256));
+            fn = tzb_build(zip, names, d, len, 5, (p[0] & 2) != 0);
+            f = zip;
+        }
+        lmc_tz_info t;
+        if (lmc_tz_parse(&t, f, fn) == 0) { check_sane(&t, fn); lmc_tz_free(&t); }
+        lmc_frame_stats fs;
+        roundtrip(f, fn, f, fn, LMC_FORMAT_AUTO, &fs);
+        free(zip); free(p);
+    }
+    closedir(dp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_matches_torch),
+        cmocka_unit_test(test_not_a_zip),
+        cmocka_unit_test(test_roundtrip_and_stats),
+        cmocka_unit_test(test_streaming),
+        cmocka_unit_test(test_delta),
+        cmocka_unit_test(test_damaged_fall_back),
+        cmocka_unit_test(test_pickle_protocols_zip64),
+        cmocka_unit_test(test_fuzz_regressions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
