@@ -100,4 +100,4 @@ install: lmc liblmc.a liblmc.so
 	install -m 644 python/lmc/*.py $(DESTDIR)$(PYSITE)/lmc/
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null 2>&1; then ldconfig; fi
 
-include bench/Makefile.inc
+-include bench/Makefile.inc
