@@ -186,6 +186,9 @@ class TestKilledAdd(TempDirCase):
             finally:
                 os.kill(child.pid, signal.SIGKILL)
                 child.wait()
+                # steps the child finished and printed while we slept are still in the pipe
+                for line in child.stdout.read().splitlines():
+                    reported = int(line)
                 child.stdout.close()
             self.assertEqual(child.returncode, -signal.SIGKILL)
             with lmc.Store(d) as st:                  # reopening cleans up after the crash
