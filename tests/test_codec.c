@@ -123,7 +123,7 @@ static void test_block_roundtrip(void** state)
     size_t const ms[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 17, 100, 4097, 65535, 65536 };
     unsigned const masks[] = { 0xFF, 0x01, 0x03, 0x05, 0x09, 0x0D, 0x0C, 0x00 };
     uint8_t* const src = (uint8_t*)tu_xmalloc(LMC_BLOCK_MAX);
-    unsigned seen[4] = { 0 };
+    unsigned seen[LMC_CODER_ANS + 1] = { 0 };
     for (size_t mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++) {
         for (int d = 0; d < D_COUNT; d++) {
             size_t const m = ms[mi];
@@ -135,7 +135,7 @@ static void test_block_roundtrip(void** state)
             }
         }
     }
-    for (int c = 0; c < 4; c++) assert_true(seen[c] > 0);
+    for (int c = 0; c <= LMC_CODER_ANS; c++) assert_true(seen[c] > 0);
     free(src);
 }
 
