@@ -182,6 +182,11 @@ typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
  * starts a new frame with the same parameters and reference. */
 LMC_API size_t lmc_compress_stream(lmc_cctx* cctx, lmc_outbuf* out, lmc_inbuf* in, int end);
 
+/* Input size (bytes) that lets lmc_compress_stream code straight from the
+ * caller's buffer, without copying: threads x chunk size (+ 8). Feed at least
+ * this much per call when possible. */
+LMC_API size_t lmc_cstream_in_size(const lmc_cctx* cctx);
+
 /* Abandons any frame in progress. Parameters and reference are kept. */
 LMC_API void lmc_cctx_reset(lmc_cctx* cctx);
 

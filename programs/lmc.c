@@ -456,10 +456,18 @@ static int setup_dctx(void)
     return 0;
 }
 
+static size_t g_in_size = IN_BUF_SIZE, g_out_size = OUT_BUF_SIZE;
+
+/* Reads a whole batch of chunks per call when compressing, so the library
+ * codes straight from this buffer and writes straight into the output one. */
 static int setup_buffers(void)
 {
-    if (!g_inbuf) g_inbuf = (unsigned char*)malloc(IN_BUF_SIZE);
-    if (!g_outbuf) g_outbuf = (unsigned char*)malloc(OUT_BUF_SIZE);
+    if (!g_inbuf) {
+        if (g_cctx && lmc_cstream_in_size(g_cctx) > g_in_size) g_in_size = lmc_cstream_in_size(g_cctx);
+        if (g_cctx) g_out_size = lmc_compress_bound(g_in_size);
+        g_inbuf = (unsigned char*)malloc(g_in_size);
+        g_outbuf = (unsigned char*)malloc(g_out_size);
+    }
     if (!g_inbuf || !g_outbuf) { errmsg("out of memory"); return -1; }
     return 0;
 }
@@ -506,19 +514,19 @@ static int job_write(job_t* j, const void* p, size_t n)
 static int run_compress(job_t* j)
 {
     for (;;) {
-        ssize_t n = read_full(j->infd, g_inbuf, IN_BUF_SIZE);
+        ssize_t n = read_full(j->infd, g_inbuf, g_in_size);
         lmc_inbuf in;
         int end;
         size_t r = 1;
         unsigned stuck = 0;
         if (n < 0) { errmsg("%s: read error: %s", j->in_name, strerror(errno)); return -1; }
-        end = (n == 0);
+        end = ((size_t)n < g_in_size);   /* read_full only stops short at end of input */
         in.src = g_inbuf; in.size = (size_t)n; in.pos = 0;
         j->in_bytes += (uint64_t)n;
         for (;;) {
             lmc_outbuf out;
             size_t before = in.pos;
-            out.dst = g_outbuf; out.size = OUT_BUF_SIZE; out.pos = 0;
+            out.dst = g_outbuf; out.size = g_out_size; out.pos = 0;
             r = lmc_compress_stream(g_cctx, &out, &in, end);
             if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
             if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
@@ -539,7 +547,7 @@ static int run_decompress(job_t* j)
 {
     int done = 0;
     for (;;) {
-        ssize_t n = read_full(j->infd, g_inbuf, IN_BUF_SIZE);
+        ssize_t n = read_full(j->infd, g_inbuf, g_in_size);
         lmc_inbuf in;
         int eof;
         unsigned stuck = 0;
@@ -555,7 +563,7 @@ static int run_decompress(job_t* j)
             lmc_outbuf out;
             size_t r;
             size_t before = in.pos;
-            out.dst = g_outbuf; out.size = OUT_BUF_SIZE; out.pos = 0;
+            out.dst = g_outbuf; out.size = g_out_size; out.pos = 0;
             r = lmc_decompress_stream(g_dctx, &out, &in);
             if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
             if (r != 0 && in.pos == before && out.pos == 0 && in.pos < in.size && ++stuck > STUCK_LIMIT) {
@@ -751,8 +759,8 @@ static int process_file(const char* name)
     }
 
     /* coding */
-    if (setup_buffers() != 0) goto out;
     if (decomp ? setup_dctx() : setup_cctx()) goto out;
+    if (setup_buffers() != 0) goto out;
     progress_init(&prog, in_disp, (uint64_t)ist.st_size, S_ISREG(ist.st_mode));
     j.in_name = in_disp;
     j.out_name = out_disp;

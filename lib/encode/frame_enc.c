@@ -466,28 +466,45 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
         }
         if (c->stage == ST_CHUNKS) {
             size_t const batch = c->njobs * chunk_max(c);
-            LMC_FORWARD(take_input(c, in, LMC_MAX(batch, c->in_len)));
-            int const final = end && in->pos == in->size;
             unsigned k = 0;
             size_t used = 0;
-            if (c->in_len >= batch || final) {
-                used = encode_batch(c, c->inbuf + c->in_head, c->in_off, c->in_len, final, &k);
+            size_t const avail = in->size - in->pos;
+            if (c->in_len == 0 && (avail >= batch || (end && avail))) {
+                /* the caller's buffer holds a whole batch: code it in place, no copy */
+                used = encode_batch(c, (const uint8_t*)in->src + in->pos, c->in_off, avail, end, &k);
                 LMC_FORWARD(used);
-            }
-            if (k) {
-                size_t tot = 0;
-                for (unsigned i = 0; i < k; i++) tot += c->jobs[i].result;
-                LMC_FORWARD(oq_reserve(c, tot));
-                for (unsigned i = 0; i < k; i++) {
-                    memcpy(c->oq + c->oq_len, c->jobs[i].out, c->jobs[i].result);
-                    c->oq_len += c->jobs[i].result;
-                    c->frame_bytes += c->jobs[i].result;
+                in->pos += used; c->total_in += used; c->in_off += used;
+            } else {
+                LMC_FORWARD(take_input(c, in, LMC_MAX(batch, c->in_len)));
+                int const final = end && in->pos == in->size;
+                if (c->in_len >= batch || final) {
+                    used = encode_batch(c, c->inbuf + c->in_head, c->in_off, c->in_len, final, &k);
+                    LMC_FORWARD(used);
                 }
                 /* no memmove here: a whole buffered file (torch zip) would make it quadratic */
                 c->in_head += used; c->in_len -= used; c->in_off += used;
                 if (c->in_len == 0) c->in_head = 0;
+            }
+            if (k) {
+                size_t tot = 0;
+                for (unsigned i = 0; i < k; i++) tot += c->jobs[i].result;
+                uint8_t* dst;
+                if (c->oq_len == 0 && out->size - out->pos >= tot) {
+                    dst = (uint8_t*)out->dst + out->pos;     /* room for all of it: no staging */
+                    out->pos += tot;
+                } else {
+                    LMC_FORWARD(oq_reserve(c, tot));
+                    dst = c->oq + c->oq_len;
+                    c->oq_len += tot;
+                }
+                for (unsigned i = 0; i < k; i++) {
+                    memcpy(dst, c->jobs[i].out, c->jobs[i].result);
+                    dst += c->jobs[i].result;
+                }
+                c->frame_bytes += tot;
                 continue;
             }
+            int const final = end && in->pos == in->size;
             if (!final) return 1;  /* want more input */
             /* all input coded: finish the frame */
             LMC_RETURN_IF(c->pledged >= 0 && (uint64_t)c->pledged != c->total_in, SIZE_MISMATCH);
@@ -504,6 +521,11 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
         c->stage = ST_IDLE;
         return 0;
     }
+}
+
+size_t lmc_cstream_in_size(const lmc_cctx* c)
+{
+    return c ? (size_t)c->threads * (size_t)lmc_chunk_max_content(c->chunk_log) : 0;
 }
 
 size_t lmc_compress_stream(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
