@@ -131,6 +131,13 @@ LMC_API const char* lmc_format_name(lmc_format f);
 /* The 64-bit content hash used by frames (XXH3-64, seed 0) of `size` bytes. */
 LMC_API uint64_t lmc_hash64(const void* data, size_t size);
 
+/* The same hash over data given in pieces (e.g. a file read in windows). */
+typedef struct lmc_hash_state_s lmc_hash_state;
+LMC_API lmc_hash_state* lmc_hash_create(void);          /* NULL if out of memory */
+LMC_API void     lmc_hash_update(lmc_hash_state* h, const void* data, size_t size);
+LMC_API uint64_t lmc_hash_digest(const lmc_hash_state* h);
+LMC_API void     lmc_hash_free(lmc_hash_state* h);
+
 /*-**************************************************************
  * Compression
  ****************************************************************/

@@ -70,6 +70,8 @@ static const char* g_prog = "lmc";
 static const void* g_ref = NULL;
 static size_t g_ref_size = 0;
 static int g_ref_mapped = 0;
+static uint64_t g_ref_hash = 0;
+#define REF_WINDOW ((size_t)32 << 20)
 static const unsigned char g_empty[1];
 
 /* Contexts and buffers, created on first use and reused for every file. */
@@ -413,7 +415,33 @@ static int load_ref(void)
         g_ref_mapped = 1;
     }
     close(fd);
+    /* Hash the reference here, window by window, dropping each window from
+     * memory once hashed: the contexts then take the hash as given, and the
+     * whole reference is never resident at once. */
+    {
+        lmc_hash_state* h = lmc_hash_create();
+        size_t off;
+        if (!h) { errmsg("out of memory"); return -1; }
+        for (off = 0; off < g_ref_size; off += REF_WINDOW) {
+            size_t n = g_ref_size - off < REF_WINDOW ? g_ref_size - off : REF_WINDOW;
+            lmc_hash_update(h, (const char*)g_ref + off, n);
+            madvise((char*)g_ref + off, n, MADV_DONTNEED);
+        }
+        g_ref_hash = lmc_hash_digest(h);
+        lmc_hash_free(h);
+    }
     return 0;
+}
+
+/* Drops the reference's pages from this process's memory every REF_WINDOW
+ * bytes of progress. They come back from the page cache when touched again,
+ * so peak memory stays near the window whatever the reference size. */
+static void ref_release(uint64_t progress)
+{
+    static uint64_t last = 0;
+    if (!g_ref_mapped || progress < last + REF_WINDOW) { if (progress < last) last = progress; return; }
+    madvise((void*)g_ref, g_ref_size, MADV_DONTNEED);
+    last = progress;
 }
 
 static void unload_ref(void)
@@ -435,7 +463,7 @@ static int setup_cctx(void)
     if (!lmc_is_error(r) && g_opt.dtype_set) r = lmc_cctx_set_param(g_cctx, LMC_P_DTYPE, g_opt.dtype);
     if (lmc_is_error(r)) { errmsg("cannot set compression parameters: %s", lmc_error_name(r)); return -1; }
     if (g_ref) {
-        r = lmc_cctx_set_ref(g_cctx, g_ref, g_ref_size);
+        r = lmc_cctx_set_ref_hashed(g_cctx, g_ref, g_ref_size, g_ref_hash);
         if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); return -1; }
     }
     return 0;
@@ -450,7 +478,7 @@ static int setup_dctx(void)
     r = lmc_dctx_set_param(g_dctx, LMC_D_THREADS, g_opt.threads);
     if (lmc_is_error(r)) { errmsg("cannot set decompression parameters: %s", lmc_error_name(r)); return -1; }
     if (g_ref) {
-        r = lmc_dctx_set_ref(g_dctx, g_ref, g_ref_size);
+        r = lmc_dctx_set_ref_hashed(g_dctx, g_ref, g_ref_size, g_ref_hash);
         if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); return -1; }
     }
     return 0;
@@ -536,6 +564,7 @@ static int run_compress(job_t* j)
             if (in.pos != before || out.pos != 0) stuck = 0;
             if (job_write(j, g_outbuf, out.pos) != 0) return -1;
             progress_update(j->prog, j->in_bytes, j->out_bytes);
+            ref_release(j->in_bytes);
             if (end ? r == 0 : (in.pos == in.size && out.pos < out.size)) break;
         }
         if (end) return 0;
@@ -574,6 +603,7 @@ static int run_decompress(job_t* j)
             j->in_bytes += in.pos - before;
             if (job_write(j, g_outbuf, out.pos) != 0) return -1;
             progress_update(j->prog, j->in_bytes, j->out_bytes);
+            ref_release(j->out_bytes);
             if (r == 0) {
                 done = 1;
                 if (in.pos < in.size) {

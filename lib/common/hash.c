@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include "lmc.h"
 #include "hash.h"
 #include "mem.h"
@@ -26,3 +27,29 @@ void lmc_hstate_update(XXH3_state_t* st, const void* p, size_t n)
 }
 
 uint64_t lmc_hash64(const void* data, size_t size) { return lmc_h64(data, size); }
+
+struct lmc_hash_state_s { XXH3_state_t* st; };
+
+lmc_hash_state* lmc_hash_create(void)
+{
+    lmc_hash_state* const h = (lmc_hash_state*)malloc(sizeof(*h));
+    if (!h) return NULL;
+    h->st = XXH3_createState();
+    if (!h->st) { free(h); return NULL; }
+    XXH3_64bits_reset(h->st);
+    return h;
+}
+
+void lmc_hash_update(lmc_hash_state* h, const void* data, size_t size)
+{
+    if (h && size) lmc_hstate_update(h->st, data, size);
+}
+
+uint64_t lmc_hash_digest(const lmc_hash_state* h) { return h ? XXH3_64bits_digest(h->st) : 0; }
+
+void lmc_hash_free(lmc_hash_state* h)
+{
+    if (!h) return;
+    XXH3_freeState(h->st);
+    free(h);
+}
