@@ -29,6 +29,7 @@
 #include "lmc.h"
 #include "store_cmd.h"
 #include "analyze.h"
+#include "dir_cmd.h"
 
 #ifndef PATH_MAX
 #  define PATH_MAX 4096
@@ -74,6 +75,11 @@ static uint64_t g_ref_hash = 0;
 #define REF_WINDOW ((size_t)32 << 20)
 static const unsigned char g_empty[1];
 
+/* Directory inputs (programs/dir_cmd.c): -r REFDIR, and the reference path
+ * looked for but missing for the current file (named in REF_REQUIRED errors). */
+static const char* g_refdir = NULL;
+static const char* g_missing_ref = NULL;
+
 /* Contexts and buffers, created on first use and reused for every file. */
 static lmc_cctx* g_cctx = NULL;
 static lmc_dctx* g_dctx = NULL;
@@ -108,6 +114,9 @@ static void usage(FILE* f)
 "Usage: lmc [OPTIONS] [FILE...]          compress each FILE to FILE.lmc\n"
 "       lmc -d [OPTIONS] [FILE.lmc...]   decompress (the .lmc suffix is stripped)\n"
 "       lmc -t|-l [OPTIONS] FILE.lmc...  test / list compressed files\n"
+"       lmc [-r REFDIR] DIR              compress every file REL under DIR to\n"
+"                                        DIR.lmc/REL.lmc, against REFDIR/REL\n"
+"       lmc -d [-r REFDIR] DIR.lmc       restore DIR (REFDIR uncompressed); -t, -l too\n"
 "       lmc -b [OPTIONS] FILE...         benchmark in memory\n"
 "       lmc store COMMAND DIR ...        snapshot store (lmc store --help)\n"
 "       lmc analyze [--ref PREV] CKPT|DIR  bit/entropy/ratio analysis (lmc analyze --help)\n"
@@ -122,8 +131,12 @@ static void usage(FILE* f)
 "\n"
 "Options:\n"
 "  -r, --ref FILE        delta against (with -d: restore from) the reference\n"
-"                        checkpoint FILE; --ref=FILE also accepted\n"
-"  -o FILE, --output=FILE  write to FILE (only with one input; - is stdout)\n"
+"                        checkpoint FILE; --ref=FILE also accepted. With a\n"
+"                        directory input, a directory REFDIR: each file is\n"
+"                        coded against REFDIR/REL, the file of the same relative\n"
+"                        path (coded whole where that file is missing)\n"
+"  -o FILE, --output=FILE  write to FILE (only with one input; - is stdout); with\n"
+"                        a directory input, the output directory\n"
 "  -c, --stdout          write to standard output\n"
 "  -k, --keep            keep input files (default)\n"
 "      --rm              remove input files after success (compression output\n"
@@ -506,7 +519,9 @@ static void lib_error(const char* name, size_t code)
     lmc_error e = lmc_get_error(code);
     const char* msg = lmc_error_name(code);
     int says_ref = strstr(msg, "reference") != NULL;
-    if (e == LMC_ERR_REF_REQUIRED)
+    if (e == LMC_ERR_REF_REQUIRED && g_missing_ref)
+        errmsg("%s: %s (reference %s not found)", name, msg, g_missing_ref);
+    else if (e == LMC_ERR_REF_REQUIRED)
         errmsg("%s: %s%s", name, msg,
                says_ref ? "" : " (this delta frame needs its reference checkpoint: use -r REF)");
     else if (e == LMC_ERR_REF_WRONG)
@@ -1086,6 +1101,60 @@ out:
 }
 
 /*-************************************************************
+ * Directory inputs (sharded checkpoints): programs/dir_cmd.c walks, this codes
+ **************************************************************/
+/* Makes `ref` (NULL: none) the reference of the next file. */
+static int use_ref(const char* ref)
+{
+    unload_ref();
+    lmc_cctx_free(g_cctx); g_cctx = NULL;
+    lmc_dctx_free(g_dctx); g_dctx = NULL;
+    g_opt.ref_name = ref;
+    return load_ref();
+}
+
+static int dir_file(void* arg, const char* in, const char* out, const char* ref, const char* missing_ref)
+{
+    const char* saved_out = g_opt.out_name;
+    int r;
+    (void)arg;
+    if (g_opt.mode != MODE_LIST && use_ref(ref) != 0) return -1;
+    g_missing_ref = missing_ref;
+    g_opt.out_name = out;
+    r = g_opt.mode == MODE_LIST ? list_file(in) : process_file(in);
+    g_opt.out_name = saved_out;
+    g_missing_ref = NULL;
+    return r;
+}
+
+static int dir_input(const char* dir)
+{
+    lmc_dir_job job;
+    int r;
+    if (g_opt.to_stdout || (g_opt.out_name && !strcmp(g_opt.out_name, "-"))) {
+        errmsg("%s: is a directory: cannot write it to stdout (use -o OUTDIR)", dir);
+        return -1;
+    }
+    if (g_opt.ref_name) {
+        errmsg("%s: is a directory: its reference must be a directory too (-r REFDIR), not %s",
+               dir, g_opt.ref_name);
+        return -1;
+    }
+    memset(&job, 0, sizeof job);
+    job.mode = g_opt.mode == MODE_COMPRESS ? LMC_DIR_COMPRESS : g_opt.mode == MODE_DECOMPRESS ? LMC_DIR_DECOMPRESS
+             : g_opt.mode == MODE_TEST ? LMC_DIR_TEST : LMC_DIR_LIST;
+    job.refdir = g_refdir;
+    job.outdir = g_opt.out_name;
+    job.force = g_opt.force;
+    job.verbose = g_opt.verbose;
+    job.quiet = g_opt.quiet;
+    job.file = dir_file;
+    r = lmc_dir_run(dir, &job);
+    (void)use_ref(NULL);
+    return r;
+}
+
+/*-************************************************************
  * Command line
  **************************************************************/
 static int online_cores(void)
@@ -1239,10 +1308,23 @@ int main(int argc, char** argv)
         usage_error("-c with several inputs would concatenate frames, which lmc cannot decode");
 
     install_signals();
+    if (g_opt.mode != MODE_BENCH && lmc_dir_is_dir(g_opt.ref_name)) {  /* -r REFDIR */
+        g_refdir = g_opt.ref_name;
+        g_opt.ref_name = NULL;
+    }
     if (load_ref() != 0) { free(files); return 1; }
 
     for (i = 0; i < nfiles; i++) {
         int r;
+        if (g_opt.mode != MODE_BENCH && lmc_dir_is_dir(files[i])) {
+            if (dir_input(files[i]) != 0) failed = 1;
+            continue;
+        }
+        if (g_refdir) {
+            errmsg("%s: -r %s is a directory: a reference directory needs a directory input", files[i], g_refdir);
+            failed = 1;
+            continue;
+        }
         switch (g_opt.mode) {
         case MODE_LIST: r = list_file(files[i]); break;
         case MODE_BENCH: r = bench_file(files[i]); break;
