@@ -11,7 +11,7 @@ LIB_OBJ := $(LIB_SRC:%.c=build/%.o)
 LIB_PIC := $(LIB_SRC:%.c=build/pic/%.o)
 CLI_SRC := $(wildcard programs/*.c)
 
-.PHONY: all lib clean test test-unit test-cli test-python demo bench fuzz install deps asan
+.PHONY: all lib clean test test-unit test-cli test-python demo bench fuzz install deps asan tsan
 
 all: lmc liblmc.so
 
@@ -79,6 +79,17 @@ asan:
 	$(MAKE) clean
 	$(MAKE) CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" LDFLAGS=-fsanitize=address,undefined all $(TEST_BIN)
 	$(MAKE) --no-print-directory CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test-unit test-cli
+
+# Threaded tests under ThreadSanitizer (a clean build, like asan).
+tsan:
+	$(MAKE) clean
+	$(MAKE) CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" lmc build/tests/test_stream build/tests/test_errors build/tests/test_regressions
+	bash tests/tsan.sh
+
+# Every fuzz target for FUZZ_SECS seconds (CI: 60); crashes land in fuzz/regressions/.
+FUZZ_SECS ?= 60
+fuzz:
+	bash fuzz/ci.sh $(FUZZ_SECS)
 
 # ---- demo --------------------------------------------------------------
 demo: deps

@@ -1,3 +1,4 @@
+#include <stdatomic.h>
 #include <stdlib.h>
 #include "lmc.h"
 #include "hash.h"
@@ -6,9 +7,15 @@
 static int use_avx2(void)
 {
 #if defined(__GNUC__) && defined(__x86_64__)
-    static int cached = -1;
-    if (cached < 0) { __builtin_cpu_init(); cached = __builtin_cpu_supports("avx2") ? 1 : 0; }
-    return cached;
+    /* threads may race to fill it: relaxed atomics make that defined (same value) */
+    static _Atomic int cached = -1;
+    int c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (c < 0) {
+        __builtin_cpu_init();
+        c = __builtin_cpu_supports("avx2") ? 1 : 0;
+        atomic_store_explicit(&cached, c, memory_order_relaxed);
+    }
+    return c;
 #else
     return 0;
 #endif

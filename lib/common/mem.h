@@ -64,12 +64,19 @@ LMC_FORCE_INLINE void lmc_wr24(void* p, uint32_t v) {
  * writers from %cl); the BMI2 copy is chosen at run time. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(LMC_NO_BMI2)
 #  define LMC_HAS_BMI2_DISPATCH 1
+#  include <stdatomic.h>
 #  define LMC_TARGET_BMI2 __attribute__((target("bmi2")))
 static inline int lmc_cpu_has_bmi2(void)
 {
-    static int cached = -1;
-    if (cached < 0) { __builtin_cpu_init(); cached = __builtin_cpu_supports("bmi2") ? 1 : 0; }
-    return cached;
+    /* threads may race to fill it: relaxed atomics make that defined (same value) */
+    static _Atomic int cached = -1;
+    int c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (c < 0) {
+        __builtin_cpu_init();
+        c = __builtin_cpu_supports("bmi2") ? 1 : 0;
+        atomic_store_explicit(&cached, c, memory_order_relaxed);
+    }
+    return c;
 }
 #else
 #  define LMC_HAS_BMI2_DISPATCH 0

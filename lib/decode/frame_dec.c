@@ -208,6 +208,12 @@ static void run_djob(void* arg, size_t i)
     lmc_dctx* const d = (lmc_dctx*)arg;
     dec_job* const j = &d->jobs[i];
     if (lmc_rd32(j->head + 8) != lmc_h32(j->payload, j->payload_size)) { j->result = LMC_ERR(CHECKSUM); return; }
+    /* the pieces and blocks must account for every content byte before the
+     * buffers grow to content_size: a right payload checksum is easy to forge */
+    lmc_frame_stats walk;
+    memset(&walk, 0, sizeof(walk));
+    j->result = lmc_chunk_walk(j->payload, j->payload_size, j->content_size, d->hdr.has_ref ? d->hdr.ref_size : 0, &walk);
+    if (LMC_IS_ERR(j->result)) return;
     if (grow(&j->ws->streams, &j->ws->streams_cap, j->content_size)
         || (j->streaming && grow(&j->cbuf, &j->cbuf_cap, j->content_size))) {
         j->result = LMC_ERR(MEMORY);
