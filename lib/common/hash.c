@@ -1,25 +1,9 @@
-#include <stdatomic.h>
 #include <stdlib.h>
 #include "lmc.h"
 #include "hash.h"
 #include "mem.h"
 
-static int use_avx2(void)
-{
-#if defined(__GNUC__) && defined(__x86_64__)
-    /* threads may race to fill it: relaxed atomics make that defined (same value) */
-    static _Atomic int cached = -1;
-    int c = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (c < 0) {
-        __builtin_cpu_init();
-        c = __builtin_cpu_supports("avx2") ? 1 : 0;
-        atomic_store_explicit(&cached, c, memory_order_relaxed);
-    }
-    return c;
-#else
-    return 0;
-#endif
-}
+static int use_avx2(void) { return (lmc_cpu_features() & LMC_CPU_AVX2) != 0; }
 
 uint64_t lmc_h64(const void* p, size_t n)
 {

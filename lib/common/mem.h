@@ -62,22 +62,15 @@ LMC_FORCE_INLINE void lmc_wr24(void* p, uint32_t v) {
 /* Hot loops are compiled twice: as baseline x86-64 and with BMI2 (shlx/shrx
  * take any register for the shift count, which frees the bit readers and
  * writers from %cl); the BMI2 copy is chosen at run time. */
+/* CPU features, detected once (cpu.c). */
+#define LMC_CPU_BMI2 1u
+#define LMC_CPU_AVX2 2u
+unsigned lmc_cpu_features(void);
+
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(LMC_NO_BMI2)
 #  define LMC_HAS_BMI2_DISPATCH 1
-#  include <stdatomic.h>
 #  define LMC_TARGET_BMI2 __attribute__((target("bmi2")))
-static inline int lmc_cpu_has_bmi2(void)
-{
-    /* threads may race to fill it: relaxed atomics make that defined (same value) */
-    static _Atomic int cached = -1;
-    int c = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (c < 0) {
-        __builtin_cpu_init();
-        c = __builtin_cpu_supports("bmi2") ? 1 : 0;
-        atomic_store_explicit(&cached, c, memory_order_relaxed);
-    }
-    return c;
-}
+static inline int lmc_cpu_has_bmi2(void) { return (lmc_cpu_features() & LMC_CPU_BMI2) != 0; }
 #else
 #  define LMC_HAS_BMI2_DISPATCH 0
 #endif

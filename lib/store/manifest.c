@@ -175,7 +175,7 @@ size_t lmc_manifest_link(lmc_manifest* m, int fix_depth, char* err, size_t errca
     return r;
 }
 
-static size_t push(lmc_manifest* m, lmc_mentry* e)
+size_t lmc_manifest_push(lmc_manifest* m, const lmc_mentry* e)
 {
     if (m->count == m->cap) {
         size_t nc = m->cap ? m->cap * 2 : 16;
@@ -236,7 +236,7 @@ static size_t parse_entry(lmc_manifest* m, json_t* o, size_t k, char* err, size_
         return fail(err, errcap, LMC_ERR(STORE), "entry %zu: invalid content_hash", k);
     e.name = strdup(s);
     if (!e.name) return fail(err, errcap, LMC_ERR(MEMORY), "out of memory");
-    if (LMC_IS_ERR(push(m, &e))) { free(e.name); return fail(err, errcap, LMC_ERR(MEMORY), "out of memory"); }
+    if (LMC_IS_ERR(lmc_manifest_push(m, &e))) { free(e.name); return fail(err, errcap, LMC_ERR(MEMORY), "out of memory"); }
     return 0;
 }
 

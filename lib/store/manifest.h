@@ -36,6 +36,8 @@ typedef struct {
 
 void lmc_manifest_init(lmc_manifest* m);
 void lmc_manifest_free(lmc_manifest* m);
+/* Appends a copy of *e; the manifest takes ownership of e->name. Returns 0 or LMC_ERR_MEMORY. */
+size_t lmc_manifest_push(lmc_manifest* m, const lmc_mentry* e);
 
 /* Parses and checks `size` bytes of JSON. Returns 0, or an lmc error code
  * (LMC_ERR_STORE, LMC_ERR_VERSION, LMC_ERR_MEMORY) with a message in err. */

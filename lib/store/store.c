@@ -195,18 +195,12 @@ static size_t manifest_clone(lmc_manifest* dst, const lmc_manifest* src)
 
 static size_t manifest_append(lmc_manifest* m, const lmc_mentry* e)
 {
-    if (m->count == m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 16;
-        lmc_mentry* ne = (lmc_mentry*)realloc(m->e, nc * sizeof *ne);
-        if (!ne) return LMC_ERR(MEMORY);
-        m->e = ne;
-        m->cap = nc;
-    }
-    m->e[m->count] = *e;
-    m->e[m->count].name = strdup(e->name);
-    if (!m->e[m->count].name) return LMC_ERR(MEMORY);
-    m->count++;
-    return 0;
+    lmc_mentry copy = *e;
+    copy.name = strdup(e->name);
+    if (!copy.name) return LMC_ERR(MEMORY);
+    size_t const r = lmc_manifest_push(m, &copy);
+    if (LMC_IS_ERR(r)) free(copy.name);
+    return r;
 }
 
 /* Reads and checks DIR/manifest.json into s->m (replacing it only on success). */

@@ -1,0 +1,21 @@
+/* cpu.c - which optional instruction sets the hot loops may use. */
+#include <stdatomic.h>
+#include "mem.h"
+
+unsigned lmc_cpu_features(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__)
+    /* threads may race to fill it: relaxed atomics make that defined (same value) */
+    static _Atomic int cached = -1;
+    int c = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (c < 0) {
+        __builtin_cpu_init();
+        c = (__builtin_cpu_supports("bmi2") ? (int)LMC_CPU_BMI2 : 0)
+          | (__builtin_cpu_supports("avx2") ? (int)LMC_CPU_AVX2 : 0);
+        atomic_store_explicit(&cached, c, memory_order_relaxed);
+    }
+    return (unsigned)c;
+#else
+    return 0;
+#endif
+}
