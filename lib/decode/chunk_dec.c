@@ -34,6 +34,8 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
                         const uint8_t* ref, uint64_t ref_size)
 {
     size_t pos = 0, out = 0;
+    /* content needs at least one piece header (and an empty payload may have no buffer at all) */
+    LMC_RETURN_IF(content_size && payload_size < LMC_PIECE_HDR, TRUNCATED);
     while (out < content_size) {
         piece_hdr ph;
         LMC_FORWARD(read_piece_header(&ph, payload + pos, payload_size - pos, content_size - out, ref_size));
@@ -71,6 +73,7 @@ size_t lmc_chunk_walk(const uint8_t* payload, size_t payload_size, size_t conten
                       uint64_t ref_size, lmc_frame_stats* st)
 {
     size_t pos = 0, out = 0;
+    LMC_RETURN_IF(content_size && payload_size < LMC_PIECE_HDR, TRUNCATED);
     while (out < content_size) {
         piece_hdr ph;
         LMC_FORWARD(read_piece_header(&ph, payload + pos, payload_size - pos, content_size - out, ref_size));
