@@ -140,7 +140,24 @@ def dtype_code(dt):
     return code
 
 
-class CCtx(object):
+class _Ctx(object):
+    """A library context: freed once, usable as a context manager; keeps its
+    borrowed reference alive as long as it lives."""
+
+    def close(self):
+        if self.p:
+            self._free(self.p)
+            self.p = None
+        self.ref = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class CCtx(_Ctx):
     def __init__(self, threads=1, format=None, dtype=None, chunk_log=None, ref=None):
         self.p = lib.lmc_cctx_create()
         if not self.p:
@@ -164,20 +181,11 @@ class CCtx(object):
             self.close()
             raise
 
-    def close(self):
-        if self.p:
-            lib.lmc_cctx_free(self.p)
-            self.p = None
-        self.ref = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _free(self, p):
+        lib.lmc_cctx_free(p)
 
 
-class DCtx(object):
+class DCtx(_Ctx):
     def __init__(self, threads=1, ref=None):
         self.p = lib.lmc_dctx_create()
         if not self.p:
@@ -191,17 +199,8 @@ class DCtx(object):
             self.close()
             raise
 
-    def close(self):
-        if self.p:
-            lib.lmc_dctx_free(self.p)
-            self.p = None
-        self.ref = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    def _free(self, p):
+        lib.lmc_dctx_free(p)
 
 
 # ---------------------------------------------------------------------------
