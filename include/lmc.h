@@ -39,7 +39,7 @@ extern "C" {
 #define LMC_VERSION_STRING "0.1.0"
 
 /* Version of the frame format written by this library (doc/format.md). */
-#define LMC_FORMAT_VERSION 1
+#define LMC_FORMAT_VERSION 2   /* this lmc writes 2 and reads 1 and 2 */
 
 LMC_API unsigned lmc_version_number(void);
 LMC_API const char* lmc_version_string(void);
@@ -151,7 +151,7 @@ typedef enum {
     LMC_P_DTYPE        = 2, /* lmc_dtype for LMC_FORMAT_RAW; default BYTES */
     LMC_P_THREADS      = 3, /* worker threads, >= 1; default 1. Output is identical for every value. */
     LMC_P_CHUNK_LOG    = 4, /* log2 of the nominal chunk size, 20..26; default 21 (2 MiB) */
-    LMC_P_LAYOUT       = 5, /* 0 auto (default), 1 force byte-grouped, 2 force sign-rotated */
+    LMC_P_LAYOUT       = 5, /* 0 auto (default; float deltas may use REFCTX), 1 force byte-grouped, 2 force sign-rotated */
     LMC_P_CONTENT_SIZE = 6, /* streaming: pledged total input size, or -1 (default) if unknown */
     LMC_P_CODERS       = 7  /* bit mask of allowed block coders (1<<coder id); default all. Testing aid. */
 } lmc_cparam;
@@ -261,6 +261,7 @@ typedef enum {
     LMC_CODER_HUF     = 2,
     LMC_CODER_RLE_HUF = 3,
     LMC_CODER_ANS     = 4,  /* order-0 rANS, 4 interleaved states */
+    LMC_CODER_REFCTX  = 5,  /* deltas: value differences, rANS conditioned on the reference's exponent */
     LMC_CODER_COUNT   = 8   /* room for future coders in statistics arrays */
 } lmc_coder;
 LMC_API const char* lmc_coder_name(unsigned coder);

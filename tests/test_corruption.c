@@ -192,7 +192,47 @@ static void label_frame(sample* S)
             memset(S->cls + pos + 16 + pp, R_PIECE_HDR, hdr);
             pp += hdr;
             size_t const nv = len / w;
-            for (unsigned k = 0; k < w; k++)
+            int const refmodel = ((flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == 2;
+            for (size_t b = 0; refmodel && b < nv; b += 65536) {
+                size_t const m = nv - b < 65536 ? nv - b : 65536;
+                const uint8_t* const v = pl + pp;
+                if (v[0] == LMC_CODER_REFCTX) {
+                    /* kind, u24 size, G, bounds, G tables, 4 states, raw size: table; then data */
+                    size_t const size = 4 + ((size_t)v[1] | (size_t)v[2] << 8 | (size_t)v[3] << 16);
+                    size_t t = 4;
+                    unsigned const G = v[t++];
+                    t += G - 1;
+                    for (unsigned g = 0; g < G; g++) {
+                        unsigned const nsym = (unsigned)v[t] | (unsigned)v[t + 1] << 8;
+                        t += 2;
+                        for (unsigned q = 0; q < nsym;) {
+                            uint8_t const c = v[t++];
+                            if (c == 0) q += (unsigned)v[t++] + 1;
+                            else { if (c >= 128) t++; q++; }
+                        }
+                    }
+                    t += 16 + 4;
+                    S->blocks[LMC_CODER_REFCTX]++;
+                    memset(S->cls + pos + 16 + pp, R_BLOCK_TABLE, t);
+                    memset(S->cls + pos + 16 + pp + t, R_BLOCK_DATA, size - t);
+                    pp += size;
+                    continue;
+                }
+                assert_int_equal(v[0], 6);   /* GROUPED: kind, mode, then w ordinary blocks */
+                memset(S->cls + pos + 16 + pp, R_BLOCK_TABLE, 2);
+                pp += 2;
+                for (unsigned k = 0; k < w; k++) {
+                    unsigned coder;
+                    size_t const used = lmc_block_skip(pl + pp, ps - pp, m, &coder);
+                    assert_false(lmc_is_error(used));
+                    S->blocks[coder]++;
+                    size_t const tb = block_table_bytes(pl + pp, used, coder);
+                    memset(S->cls + pos + 16 + pp, R_BLOCK_TABLE, tb);
+                    memset(S->cls + pos + 16 + pp + tb, R_BLOCK_DATA, used - tb);
+                    pp += used;
+                }
+            }
+            for (unsigned k = 0; !refmodel && k < w; k++)
                 for (size_t b = 0; b < nv; b += LMC_BLOCK_MAX) {
                     size_t const m = nv - b < LMC_BLOCK_MAX ? nv - b : LMC_BLOCK_MAX;
                     unsigned coder;
@@ -352,8 +392,8 @@ static void test_bit_flips_samples(void** state)
         }
         size_t t_all = 0, d_all = 0;
         for (int r = 0; r < R_COUNT; r++) { t_all += tried[r]; d_all += detected[r]; }
-        print_message("%s: frame %zu B (content %zu B, %zu chunks; blocks raw %zu const %zu huf %zu rle_huf %zu ans %zu)\n",
-                      S->name, S->s, S->n, S->nchunks, S->blocks[0], S->blocks[1], S->blocks[2], S->blocks[3], S->blocks[4]);
+        print_message("%s: frame %zu B (content %zu B, %zu chunks; blocks raw %zu const %zu huf %zu rle_huf %zu ans %zu refctx %zu)\n",
+                      S->name, S->s, S->n, S->nchunks, S->blocks[0], S->blocks[1], S->blocks[2], S->blocks[3], S->blocks[4], S->blocks[5]);
         print_message("  one-shot: %zu flips tried, %zu detected\n", t_all, d_all);
         for (int r = 0; r < R_COUNT; r++)
             print_message("    %-22s %8zu B  %6zu tried  %6zu detected\n", k_region[r], region_bytes[r], tried[r], detected[r]);

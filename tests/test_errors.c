@@ -426,7 +426,7 @@ static void test_headers(void** state)
     assert_err(lmc_get_frame_header(&h, f, 39), LMC_ERR_TRUNCATED);
     assert_err(lmc_decompress(d, out, sizeof(out), f, 39), LMC_ERR_TRUNCATED);
     assert_err(lmc_decompress(d, out, sizeof(out), f, 40), LMC_ERR_TRUNCATED);
-    put_header(f, 2, 2, 20, 0);
+    put_header(f, LMC_FORMAT_VERSION + 1, 2, 20, 0);
     assert_err(lmc_decompress(d, out, sizeof(out), f, sizeof(f)), LMC_ERR_VERSION);
     put_header(f, 0, 2, 20, 0);
     assert_err(lmc_decompress(d, out, sizeof(out), f, sizeof(f)), LMC_ERR_VERSION);

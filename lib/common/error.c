@@ -102,6 +102,7 @@ const char* lmc_coder_name(unsigned coder)
     case LMC_CODER_HUF: return "huffman";
     case LMC_CODER_RLE_HUF: return "rle+huffman";
     case LMC_CODER_ANS: return "rans";
+    case LMC_CODER_REFCTX: return "refctx";
     }
     return "unknown";
 }

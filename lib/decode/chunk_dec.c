@@ -5,6 +5,7 @@
 #include "error.h"
 #include "frame.h"
 #include "mem.h"
+#include "refctx.h"
 
 typedef struct { uint32_t len; unsigned w, flags, dtype; uint64_t ref_off; size_t hdr; } piece_hdr;
 
@@ -17,7 +18,8 @@ static size_t read_piece_header(piece_hdr* ph, const uint8_t* p, size_t avail, s
     LMC_RETURN_IF(ph->w != 1 && ph->w != 2 && ph->w != 4 && ph->w != 8, CORRUPT);
     LMC_RETURN_IF((ph->flags & ~LMC_PIECE_FLAGS_KNOWN) || p[7] != 0, CORRUPT);
     unsigned const layout = (ph->flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT;
-    LMC_RETURN_IF(layout > LMC_LAYOUT_ROTATED || (layout == LMC_LAYOUT_ROTATED && ph->w == 1), CORRUPT);
+    LMC_RETURN_IF(layout > LMC_LAYOUT_REFMODEL || (layout == LMC_LAYOUT_ROTATED && ph->w == 1), CORRUPT);
+    LMC_RETURN_IF(layout == LMC_LAYOUT_REFMODEL && (!(ph->flags & LMC_PIECE_XOR) || (ph->w != 2 && ph->w != 4)), CORRUPT);
     ph->hdr = LMC_PIECE_HDR;
     ph->ref_off = 0;
     if (ph->flags & LMC_PIECE_XOR) {
@@ -27,6 +29,52 @@ static size_t read_piece_header(piece_hdr* ph, const uint8_t* p, size_t avail, s
         ph->hdr += 8;
     }
     return 0;
+}
+
+/* Reads a value block's kind; for GROUPED also its mode. */
+static size_t read_vblock_head(const uint8_t* src, size_t avail, unsigned* kind, unsigned* mode, size_t* size)
+{
+    LMC_RETURN_IF(avail < 1, TRUNCATED);
+    *kind = src[0];
+    if (*kind == LMC_KIND_REFCTX) {
+        LMC_RETURN_IF(avail < 4, TRUNCATED);
+        *size = lmc_rd24(src + 1);
+        LMC_RETURN_IF(*size > avail - 4, TRUNCATED);
+        return 4;
+    }
+    LMC_RETURN_IF(*kind != LMC_KIND_GROUPED, CODER);
+    LMC_RETURN_IF(avail < 2, TRUNCATED);
+    *mode = src[1];
+    LMC_RETURN_IF(*mode & ~(unsigned)LMC_GROUPED_ROTATED, CORRUPT);
+    return 2;
+}
+
+/* Layout 2: n values in value blocks. Returns the payload bytes used, or an error. */
+static size_t decode_refmodel(lmc_chunk_dws* ws, uint8_t* dst, size_t n, unsigned w, const uint8_t* r,
+                              const uint8_t* src, size_t avail)
+{
+    size_t pos = 0;
+    for (size_t b = 0; b < n; b += LMC_VBLOCK_MAX) {
+        size_t const m = LMC_MIN((size_t)LMC_VBLOCK_MAX, n - b);
+        unsigned kind, mode = 0;
+        size_t size = 0;
+        size_t const h = read_vblock_head(src + pos, avail - pos, &kind, &mode, &size);
+        LMC_FORWARD(h);
+        pos += h;
+        if (kind == LMC_KIND_REFCTX) {
+            LMC_FORWARD(lmc_refctx_decode(&ws->rc, dst + b * w, m, w, r + b * w, src + pos, size));
+            pos += size;
+            continue;
+        }
+        LMC_RETURN_IF(ws->streams_cap < m * w, MEMORY);
+        for (unsigned k = 0; k < w; k++) {
+            size_t const used = lmc_block_decode(&ws->blk, ws->streams + k * m, m, src + pos, avail - pos);
+            LMC_FORWARD(used);
+            pos += used;
+        }
+        lmc_ungroup(dst + b * w, ws->streams, r + b * w, m, w, (int)(mode & LMC_GROUPED_ROTATED));
+    }
+    return pos;
 }
 
 size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
@@ -44,6 +92,11 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
         size_t const n = ph.len / ph.w, tail = ph.len % ph.w;
         int const rot = ((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_ROTATED;
         const uint8_t* const r = (ph.flags & LMC_PIECE_XOR) ? ref + ph.ref_off : NULL;
+        if (((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_REFMODEL) {
+            size_t const used = decode_refmodel(ws, dst + out, n, ph.w, r, payload + pos, payload_size - pos);
+            LMC_FORWARD(used);
+            pos += used;
+        } else {
         /* width-1 pieces without XOR decode in place: no ungroup pass */
         uint8_t* const sbuf = (ph.w == 1 && !r) ? dst + out : ws->streams;
         LMC_RETURN_IF(sbuf == ws->streams && ws->streams_cap < (size_t)n * ph.w, MEMORY);
@@ -57,6 +110,7 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
             }
         }
         if (sbuf != dst + out) lmc_ungroup(dst + out, sbuf, r, n, ph.w, rot);
+        }
         LMC_RETURN_IF(payload_size - pos < tail, TRUNCATED);
         for (size_t t = 0; t < tail; t++) {
             size_t const i = n * ph.w + t;
@@ -80,7 +134,29 @@ size_t lmc_chunk_walk(const uint8_t* payload, size_t payload_size, size_t conten
         size_t const start = pos;
         pos += ph.hdr;
         size_t const n = ph.len / ph.w, tail = ph.len % ph.w;
-        for (unsigned k = 0; k < ph.w; k++) {
+        int const refmodel = ((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_REFMODEL;
+        for (size_t b = 0; refmodel && b < n; b += LMC_VBLOCK_MAX) {
+            size_t const m = LMC_MIN((size_t)LMC_VBLOCK_MAX, n - b);
+            unsigned kind, mode = 0;
+            size_t size = 0;
+            size_t const h = read_vblock_head(payload + pos, payload_size - pos, &kind, &mode, &size);
+            LMC_FORWARD(h);
+            pos += h;
+            if (kind == LMC_KIND_REFCTX) {
+                st->blocks[LMC_CODER_REFCTX]++; st->block_in[LMC_CODER_REFCTX] += m * ph.w;
+                st->block_out[LMC_CODER_REFCTX] += h + size;
+                pos += size;
+                continue;
+            }
+            for (unsigned k = 0; k < ph.w; k++) {
+                unsigned coder;
+                size_t const used = lmc_block_skip(payload + pos, payload_size - pos, m, &coder);
+                LMC_FORWARD(used);
+                st->blocks[coder]++; st->block_in[coder] += m; st->block_out[coder] += used;
+                pos += used;
+            }
+        }
+        for (unsigned k = 0; !refmodel && k < ph.w; k++) {
             for (size_t b = 0; b < n; b += LMC_BLOCK_MAX) {
                 size_t const m = LMC_MIN((size_t)LMC_BLOCK_MAX, n - b);
                 unsigned coder;

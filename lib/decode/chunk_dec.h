@@ -6,9 +6,11 @@
 #include <stdint.h>
 #include "lmc.h"
 #include "block_dec.h"
+#include "refctx_dec.h"
 
 typedef struct {
     lmc_block_dws blk;
+    lmc_refctx_dws rc;
     uint8_t*      streams;      /* at least the chunk content size */
     size_t        streams_cap;
 } lmc_chunk_dws;

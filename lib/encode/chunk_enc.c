@@ -4,6 +4,7 @@
 #include "group.h"
 #include "hash.h"
 #include "mem.h"
+#include "refctx.h"
 
 static uint8_t* encode_stream(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* s, size_t n, unsigned coders,
                               lmc_frame_stats* st, uint64_t* out_bytes)
@@ -30,6 +31,103 @@ static uint8_t* encode_stream(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* s, si
     return p;
 }
 
+static void add_block_stat(lmc_frame_stats* st, unsigned coder, size_t in, size_t out)
+{
+    st->blocks[coder]++;
+    st->block_in[coder] += in;
+    st->block_out[coder] += out;
+}
+
+/* GROUPED value block: kind, mode, then one ordinary block per byte stream. */
+static size_t encode_grouped_vblock(lmc_chunk_ws* ws, uint8_t* dst, const uint8_t* src, const uint8_t* r,
+                                    size_t m, unsigned w, int rot, unsigned coders, lmc_frame_stats* st)
+{
+    uint32_t hist[256];
+    uint8_t* p = dst;
+    *p++ = LMC_KIND_GROUPED;
+    *p++ = rot ? LMC_GROUPED_ROTATED : 0;
+    lmc_group(ws->streams, src, r, m, w, rot);
+    for (unsigned k = 0; k < w; k++) {
+        const uint8_t* const s = ws->streams + k * m;
+        size_t sz;
+        if (lmc_block_looks_raw(s, m)) {
+            p[0] = LMC_CODER_RAW;
+            memcpy(p + 1, s, m);
+            sz = 1 + m;
+        } else {
+            lmc_histogram(hist, s, m);
+            sz = lmc_block_encode(&ws->blk, p, s, m, hist, coders);
+        }
+        add_block_stat(st, p[0], m, sz);
+        p += sz;
+    }
+    return (size_t)(p - dst);
+}
+
+/* Order-0 estimate of the GROUPED coding, in bytes, from a sample of the
+ * value block (8 windows of 1024 values, or all of a small block). */
+static size_t grouped_estimate(const uint8_t* src, const uint8_t* r, size_t m, unsigned w, int rot)
+{
+    uint32_t h[4][256];
+    memset(h, 0, sizeof(h[0]) * w);
+    size_t const nwin = m >= 16384 ? 8 : 1, span = nwin == 1 ? m : 1024, step = m / nwin;
+    unsigned const bits = 8 * w;
+    for (size_t wi = 0; wi < nwin; wi++) {
+        for (size_t i = wi * step; i < wi * step + span; i++) {
+            uint32_t v = 0, x = 0;
+            memcpy(&v, src + i * w, w);
+            memcpy(&x, r + i * w, w);
+            v ^= x;
+            if (rot) v = bits == 32 ? (v << 1) | (v >> 31) : (((v << 1) | (v >> 15)) & 0xFFFFu);
+            for (unsigned k = 0; k < w; k++) h[k][(uint8_t)(v >> (8 * k))]++;
+        }
+    }
+    float bits_total = 0;
+    float const n = (float)(nwin * span);
+    for (unsigned k = 0; k < w; k++)
+        for (unsigned s = 0; s < 256; s++)
+            if (h[k][s]) bits_total += (float)h[k][s] * lmc_fast_log2(n / (float)h[k][s]);
+    /* scale the sample to the block; a table costs some tens of bytes per stream */
+    return (size_t)(bits_total / 8 * ((float)m / n)) + 2 + 40 * w;
+}
+
+/* Layout 2: value blocks, each REFCTX or GROUPED, whichever is smaller. */
+static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const uint8_t* r,
+                                size_t n, unsigned w, int rot, unsigned coders, lmc_frame_stats* st)
+{
+    for (size_t b = 0; b < n; b += LMC_VBLOCK_MAX) {
+        size_t const m = LMC_MIN((size_t)LMC_VBLOCK_MAX, n - b);
+        const uint8_t* const s = src + b * w;
+        const uint8_t* const rr = r + b * w;
+        size_t const worst = 2 + w * (1 + m);    /* GROUPED of RAW blocks */
+        size_t const rc_est = lmc_refctx_prepare(&ws->rc, s, rr, m, w);
+        size_t const g_est = grouped_estimate(s, rr, m, w, rot);
+        size_t sz = 0;
+        if (g_est > rc_est + rc_est / 32) {
+            sz = lmc_refctx_encode(&ws->rc, p, worst);
+            if (sz) { add_block_stat(st, LMC_CODER_REFCTX, m * w, sz); p += sz; continue; }
+        }
+        lmc_frame_stats gst;
+        memset(&gst, 0, sizeof(gst));
+        size_t const gsz = encode_grouped_vblock(ws, p, s, rr, m, w, rot, coders, &gst);
+        if (rc_est < gsz + gsz / 32 && !sz) {
+            /* close call: code REFCTX too and keep the smaller */
+            size_t const rsz = lmc_refctx_encode(&ws->rc, ws->vtmp, LMC_MIN(gsz, worst));
+            if (rsz && rsz < gsz) {
+                memcpy(p, ws->vtmp, rsz);
+                add_block_stat(st, LMC_CODER_REFCTX, m * w, rsz);
+                p += rsz;
+                continue;
+            }
+        }
+        for (int c = 0; c < LMC_CODER_COUNT; c++) {
+            st->blocks[c] += gst.blocks[c]; st->block_in[c] += gst.block_in[c]; st->block_out[c] += gst.block_out[c];
+        }
+        p += gsz;
+    }
+    return p;
+}
+
 static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const lmc_piece* pc,
                              const uint8_t* ref, unsigned coders, int layout, lmc_frame_stats* st)
 {
@@ -44,18 +142,25 @@ static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, c
     } else {
         rot = w > 1 && pc->float_like && layout == 2;
     }
+    /* float deltas: the reference-modelled layout, when allowed */
+    int const refmodel = layout == 0 && r && (w == 2 || w == 4) && pc->float_like
+                         && (coders & (1u << LMC_CODER_REFCTX));
     uint8_t* const start = p;
     lmc_wr32(p, pc->len);
     p[4] = (uint8_t)w;
-    p[5] = (uint8_t)((r ? LMC_PIECE_XOR : 0) | (rot << LMC_PIECE_LAYOUT_SHIFT));
+    p[5] = (uint8_t)((r ? LMC_PIECE_XOR : 0) | ((refmodel ? LMC_LAYOUT_REFMODEL : rot) << LMC_PIECE_LAYOUT_SHIFT));
     p[6] = pc->dtype;
     p[7] = 0;
     p += LMC_PIECE_HDR;
     if (r) { lmc_wr64(p, pc->ref_off); p += 8; }
 
-    lmc_group(ws->streams, src, r, n, w, rot);
-    uint64_t coded = 0;
-    for (unsigned k = 0; k < w; k++) p = encode_stream(ws, p, ws->streams + k * n, n, coders, st, &coded);
+    if (refmodel) {
+        p = encode_refmodel(ws, p, src, r, n, w, rot, coders, st);
+    } else {
+        lmc_group(ws->streams, src, r, n, w, rot);
+        uint64_t coded = 0;
+        for (unsigned k = 0; k < w; k++) p = encode_stream(ws, p, ws->streams + k * n, n, coders, st, &coded);
+    }
     for (size_t t = 0; t < tail; t++) {
         size_t const i = n * w + t;
         *p++ = r ? (uint8_t)(src[i] ^ r[i]) : src[i];
@@ -96,7 +201,7 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     for (size_t i = 0; i < npieces; i++) {
         /* worst case of a piece: header, every block RAW (1 + m), the tail */
         size_t const w = pieces[i].width, n = pieces[i].len / w;
-        size_t const worst = LMC_PIECE_HDR + 8 + pieces[i].len + w * ((n + LMC_BLOCK_MAX - 1) / LMC_BLOCK_MAX);
+        size_t const worst = LMC_PIECE_HDR + 8 + pieces[i].len + (w + 2) * ((n + LMC_BLOCK_MAX - 1) / LMC_BLOCK_MAX);
         if ((size_t)(room_end - p) < worst) { overflow = 1; break; }
         p = encode_piece(ws, p, content + (pieces[i].off - base), &pieces[i], ref, coders, layout, &local);
     }

@@ -7,9 +7,12 @@
 #include "lmc.h"
 #include "frame.h"
 #include "block_enc.h"
+#include "refctx_enc.h"
 
 typedef struct {
     lmc_block_ws blk;
+    lmc_refctx_ws rc;
+    uint8_t      vtmp[4 * LMC_VBLOCK_MAX + 64];   /* the losing candidate of a value block */
     uint8_t*     streams;      /* grouped bytes of the current piece */
     size_t       streams_cap;
 } lmc_chunk_ws;

@@ -1,0 +1,33 @@
+/* refctx.h - layout 2 (doc/format.md, "Layout 2: reference-modelled"), shared by encoder and decoder.
+ *
+ * Why model the difference and not the XOR: a small update of a float moves
+ * its bit pattern by a small integer, but XOR turns every carry into a run of
+ * flipped bits (0x3F -> 0x40 is 0x7F as XOR, 1 as a difference). And why the
+ * reference's exponent as context: the update is roughly the same size in
+ * absolute terms across a tensor, so its size in units of the last place
+ * scales with 2^-exponent; the exponent, which the decoder already has,
+ * predicts the bit length of the difference. */
+#ifndef LMC_REFCTX_H
+#define LMC_REFCTX_H
+
+#include <stdint.h>
+#include "ans.h"
+
+#define LMC_LAYOUT_REFMODEL     2
+#define LMC_VBLOCK_MAX          65536u  /* values per value block */
+#define LMC_KIND_REFCTX         5
+#define LMC_KIND_GROUPED        6
+#define LMC_GROUPED_ROTATED     0x01    /* GROUPED mode bit */
+#define LMC_REFCTX_MAX_GROUPS   16
+#define LMC_REFCTX_CONTEXTS     256
+#define LMC_REFCTX_ALPHA_MAX    65      /* 2W + 1 tokens for W = 32 */
+
+static inline unsigned lmc_refctx_alpha(unsigned w) { return 16 * w + 1; }
+
+/* Context: bits W-9..W-2 of the reference value (the exponent of bf16 and f32). */
+static inline unsigned lmc_refctx_ctx(uint32_t r, unsigned bits) { return (r >> (bits - 9)) & 255u; }
+
+/* Token of a difference of magnitude mag (bit length k) and sign neg. */
+static inline unsigned lmc_refctx_token(unsigned k, unsigned neg) { return k ? 2 * k - 1 + neg : 0; }
+
+#endif

@@ -1,0 +1,189 @@
+/* refctx_dec.c - REFCTX value blocks: each value's token is decoded with the
+ * rANS table its reference value's exponent selects, its raw bits come from a
+ * separate stream, and the difference is applied to the reference's
+ * magnitude. Everything read is checked: the tables when they are read, the
+ * states and both streams' exact lengths at the end, and every value's range
+ * (collected in one flag, tested once per block).
+ *
+ * Applying t: with v = |r| + t, the result keeps r's sign and has magnitude v
+ * when v >= 0; when v < 0 the value crossed zero, so the sign flips and the
+ * magnitude is -v - 1 = ~v. This is mono(r) +- t of the format, without the
+ * mapping to and from the ordered integer view. */
+#include <string.h>
+#include "refctx_dec.h"
+#include "freq_dec.h"
+#include "error.h"
+#include "mem.h"
+
+typedef struct {
+    const uint8_t* p;      /* next raw byte not fully in bb */
+    const uint8_t* end;
+    uint64_t bb;           /* bits not yet consumed, LSB first */
+    unsigned bc;           /* how many */
+} rawbits;
+
+/* Branch-free refill; needs 8 readable bytes at p. Leaves 56..63 bits. */
+LMC_FORCE_INLINE void raw_refill_fast(rawbits* r)
+{
+    r->bb |= lmc_rd64(r->p) << r->bc;
+    r->p += (63 - r->bc) >> 3;
+    r->bc |= 56;
+}
+
+LMC_FORCE_INLINE void raw_refill_slow(rawbits* r)
+{
+    while (r->bc <= 56 && r->p < r->end) { r->bb |= (uint64_t)*r->p++ << r->bc; r->bc += 8; }
+}
+
+static unsigned token_info(unsigned tok)
+{
+    unsigned const k = (tok + 1) >> 1;
+    unsigned const nb = k ? k - 1 : 0;
+    return nb | (k != 0) << 5 | (tok != 0 && !(tok & 1)) << 6;
+}
+
+/* One value: token (state xs), raw bits, and the value itself. Returns the
+ * value before the range check; *bad collects out-of-range magnitudes. */
+LMC_FORCE_INLINE void decode_value(const lmc_refctx_dws* ws, uint32_t* xs, rawbits* rb, uint64_t* bad,
+                                   uint8_t* dst, const uint8_t* ref, unsigned bits)
+{
+    uint64_t const r = bits == 16 ? lmc_rd16(ref) : lmc_rd32(ref);
+    uint32_t const e = ws->slot[ws->base[(r >> (bits - 9)) & 255] + (*xs & (LMC_ANS_M - 1))];
+    *xs = ((e >> 20) + 1) * (*xs >> LMC_ANS_PROB_BITS) + ((e >> 8) & (LMC_ANS_M - 1));
+    unsigned const nb = e & 31;
+    uint64_t const low = rb->bb & ((1ull << nb) - 1);
+    rb->bb >>= nb;
+    rb->bc -= nb;
+    int64_t const negm = -(int64_t)((e >> 6) & 1);
+    int64_t const mag = (int64_t)((((uint64_t)(e >> 5) & 1) << nb) | low);
+    uint64_t const S = 1ull << (bits - 1);
+    int64_t const v = (int64_t)(r & (S - 1)) + ((mag ^ negm) - negm);
+    int64_t const s = v >> 63;
+    uint64_t const a = (uint64_t)(v ^ s);
+    *bad |= a;
+    uint64_t const out = ((r & S) ^ ((uint64_t)s & S)) | a;
+    if (bits == 16) lmc_wr16(dst, (uint16_t)out); else lmc_wr32(dst, (uint32_t)out);
+}
+
+/* At most one 16-bit word per symbol: a conditional move, not a branch. */
+LMC_FORCE_INLINE void renorm_fast(uint32_t* xs, const uint8_t** wp)
+{
+    uint32_t const need = *xs < LMC_ANS_L;
+    uint32_t const w = lmc_rd16(*wp);
+    *xs = need ? (*xs << 16) | w : *xs;
+    *wp += 2 * need;
+}
+
+LMC_FORCE_INLINE size_t decode_body(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
+                                    uint32_t x[4], rawbits* rbp, const uint8_t** wpp, const uint8_t* wend,
+                                    unsigned bits)
+{
+    unsigned const w = bits / 8;
+    rawbits rb = *rbp;
+    const uint8_t* wp = *wpp;
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+    uint64_t bad = 0;
+    size_t i = 0;
+    /* a round reads at most 8 words (and peeks 2 bytes more) and refills at
+     * most 4 times, each advancing <= 7 bytes and reading 8 */
+    for (; i + 4 <= m && wend - wp >= 10 && rb.end - rb.p >= 8 + 4 * 8; i += 4) {
+        /* 16-bit values have at most 15 raw bits: one refill serves two */
+        raw_refill_fast(&rb);
+        decode_value(ws, &x0, &rb, &bad, dst + i * w, ref + i * w, bits); renorm_fast(&x0, &wp);
+        if (bits == 32) raw_refill_fast(&rb);
+        decode_value(ws, &x1, &rb, &bad, dst + (i + 1) * w, ref + (i + 1) * w, bits); renorm_fast(&x1, &wp);
+        raw_refill_fast(&rb);
+        decode_value(ws, &x2, &rb, &bad, dst + (i + 2) * w, ref + (i + 2) * w, bits); renorm_fast(&x2, &wp);
+        if (bits == 32) raw_refill_fast(&rb);
+        decode_value(ws, &x3, &rb, &bad, dst + (i + 3) * w, ref + (i + 3) * w, bits); renorm_fast(&x3, &wp);
+    }
+    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
+    for (; i < m; i++) {
+        uint32_t* const xs = &x[i & 3];
+        raw_refill_slow(&rb);
+        /* the token decides how many raw bits it needs: peek it first */
+        uint64_t const r = bits == 16 ? lmc_rd16(ref + i * w) : lmc_rd32(ref + i * w);
+        uint32_t const e = ws->slot[ws->base[(r >> (bits - 9)) & 255] + (*xs & (LMC_ANS_M - 1))];
+        LMC_RETURN_IF(rb.bc < (e & 31), CORRUPT);
+        decode_value(ws, xs, &rb, &bad, dst + i * w, ref + i * w, bits);
+        if (*xs < LMC_ANS_L) {
+            LMC_RETURN_IF(wend - wp < 2, CORRUPT);
+            *xs = (*xs << 16) | lmc_rd16(wp);
+            wp += 2;
+        }
+    }
+    *rbp = rb;
+    *wpp = wp;
+    LMC_RETURN_IF(bad >> (bits - 1), CORRUPT);
+    return 0;
+}
+
+static size_t decode16(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, uint32_t x[4],
+                       rawbits* rb, const uint8_t** wp, const uint8_t* wend)
+{ return decode_body(ws, dst, m, ref, x, rb, wp, wend, 16); }
+static size_t decode32(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, uint32_t x[4],
+                       rawbits* rb, const uint8_t** wp, const uint8_t* wend)
+{ return decode_body(ws, dst, m, ref, x, rb, wp, wend, 32); }
+#if LMC_HAS_BMI2_DISPATCH
+LMC_TARGET_BMI2 static size_t decode16_bmi2(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
+                                            uint32_t x[4], rawbits* rb, const uint8_t** wp, const uint8_t* wend)
+{ return decode_body(ws, dst, m, ref, x, rb, wp, wend, 16); }
+LMC_TARGET_BMI2 static size_t decode32_bmi2(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
+                                            uint32_t x[4], rawbits* rb, const uint8_t** wp, const uint8_t* wend)
+{ return decode_body(ws, dst, m, ref, x, rb, wp, wend, 32); }
+#endif
+
+size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
+                         const uint8_t* ref, const uint8_t* src, size_t size)
+{
+    unsigned const alpha = lmc_refctx_alpha(w);
+    size_t pos = 0;
+    LMC_RETURN_IF(size < 1, TRUNCATED);
+    unsigned const G = src[pos++];
+    LMC_RETURN_IF(G == 0 || G > LMC_REFCTX_MAX_GROUPS, CORRUPT);
+    LMC_RETURN_IF(size - pos < G - 1, TRUNCATED);
+    unsigned prev = 0;
+    for (unsigned g = 1; g < G; g++) {
+        unsigned const b = src[pos + g - 1];
+        LMC_RETURN_IF(b <= prev, CORRUPT);   /* strictly increasing; bound 0 is implied */
+        prev = b;
+    }
+    for (unsigned g = 1, c = 0; c < LMC_REFCTX_CONTEXTS; c++) {
+        if (g < G && c == src[pos + g - 1]) g++;
+        ws->base[c] = (uint16_t)((g - 1) * LMC_ANS_M);
+    }
+    pos += G - 1;
+    for (unsigned g = 0; g < G; g++) {
+        size_t const t = lmc_freq_read(ws->freq, alpha, src + pos, size - pos);
+        LMC_FORWARD(t);
+        pos += t;
+        uint32_t* const T = ws->slot + g * LMC_ANS_M;
+        lmc_freq_slots(T, ws->freq, alpha);
+        for (unsigned s = 0; s < LMC_ANS_M; s++) T[s] = (T[s] & ~0xFFu) | token_info(T[s] & 0xFF);
+    }
+    LMC_RETURN_IF(size - pos < 4 * LMC_ANS_STATES + 4, TRUNCATED);
+    uint32_t x[LMC_ANS_STATES];
+    for (int j = 0; j < LMC_ANS_STATES; j++) {
+        x[j] = lmc_rd32(src + pos); pos += 4;
+        LMC_RETURN_IF(x[j] < LMC_ANS_L, CORRUPT);
+    }
+    size_t const raw_size = lmc_rd32(src + pos); pos += 4;
+    LMC_RETURN_IF(raw_size > size - pos, TRUNCATED);
+    rawbits rb = { src + pos, src + pos + raw_size, 0, 0 };
+    const uint8_t* wp = src + pos + raw_size;
+    const uint8_t* const wend = src + size;
+    size_t r;
+#if LMC_HAS_BMI2_DISPATCH
+    if (lmc_cpu_has_bmi2())
+        r = w == 2 ? decode16_bmi2(ws, dst, m, ref, x, &rb, &wp, wend) : decode32_bmi2(ws, dst, m, ref, x, &rb, &wp, wend);
+    else
+#endif
+        r = w == 2 ? decode16(ws, dst, m, ref, x, &rb, &wp, wend) : decode32(ws, dst, m, ref, x, &rb, &wp, wend);
+    LMC_FORWARD(r);
+    LMC_RETURN_IF(wp != wend, CORRUPT);
+    for (int j = 0; j < LMC_ANS_STATES; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
+    /* the raw stream: exactly ceil(bits / 8) bytes, zero padding */
+    raw_refill_slow(&rb);
+    LMC_RETURN_IF(rb.p != rb.end || rb.bc >= 8 || rb.bb != 0, CORRUPT);
+    return 0;
+}

@@ -1,0 +1,24 @@
+/* refctx_dec.h - decode REFCTX value blocks (doc/format.md, "Layout 2"). */
+#ifndef LMC_REFCTX_DEC_H
+#define LMC_REFCTX_DEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "refctx.h"
+
+typedef struct {
+    /* slot tables of all groups, back to back; an entry is
+     * info | (slot - cum) << 8 | (freq - 1) << 20, where info describes the
+     * token: raw bit count (bits 0-4), non-zero (bit 5), negative (bit 6) */
+    uint32_t slot[LMC_REFCTX_MAX_GROUPS * LMC_ANS_M];
+    uint16_t base[LMC_REFCTX_CONTEXTS];     /* context -> group's first slot */
+    uint16_t freq[LMC_REFCTX_ALPHA_MAX];
+} lmc_refctx_dws;
+
+/* Decodes the REFCTX data src[0..size) (after the kind byte and u24 size)
+ * of m values of w bytes into dst, against their reference values `ref`.
+ * Returns 0 or an error. */
+size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
+                         const uint8_t* ref, const uint8_t* src, size_t size);
+
+#endif

@@ -1,0 +1,185 @@
+/* refctx_enc.c - REFCTX value blocks (doc/format.md, "Layout 2: reference-modelled").
+ *
+ * One pass turns each value into a token (sign and bit length of its
+ * difference to the reference), its raw low bits and its context (the
+ * reference's exponent), counting tokens per context. Neighbouring contexts
+ * are then merged greedily while a merge costs fewer bits than the table it
+ * saves, so a block carries only as many tables as its data pays for. Tokens
+ * are coded backwards with 4 interleaved rANS states; raw bits go forwards
+ * into their own stream. */
+#include <string.h>
+#include "refctx_enc.h"
+#include "mem.h"
+
+/* One value: token, magnitude, context; returns the raw bit count. */
+LMC_FORCE_INLINE unsigned analyse_value(lmc_refctx_ws* ws, size_t i, uint64_t c, uint64_t r, unsigned bits)
+{
+    uint64_t const S = 1ull << (bits - 1), ALL = (S << 1) - 1;
+    uint64_t const rs = r >> (bits - 1);
+    uint64_t const rm = r ^ (rs ? ALL : S), cm = c ^ ((c >> (bits - 1)) ? ALL : S);
+    int64_t d = (int64_t)(cm - rm);
+    d = rs ? -d : d;
+    unsigned const neg = d < 0;
+    uint64_t const mag = neg ? (uint64_t)-d : (uint64_t)d;
+    unsigned const k = mag ? 64u - (unsigned)__builtin_clzll(mag) : 0u;
+    unsigned const tok = lmc_refctx_token(k, neg);
+    unsigned const ctx = lmc_refctx_ctx((uint32_t)r, bits);
+    ws->tok[i] = (uint8_t)tok;
+    ws->ctx[i] = (uint8_t)ctx;
+    ws->mag[i] = (uint32_t)mag;
+    ws->count[ctx][tok]++;
+    return k ? k - 1 : 0;
+}
+
+/* Bits to code a group's tokens with its own order-0 table, plus the table
+ * and its bound byte. */
+static float group_cost(const uint32_t* c, unsigned alpha)
+{
+    uint32_t n = 0;
+    float s = 0;
+    size_t table = 2 + 1;
+    unsigned zeros = 0;
+    for (unsigned a = 0; a < alpha; a++) {
+        if (!c[a]) { zeros++; continue; }
+        if (zeros) { table += 2; zeros = 0; }
+        n += c[a];
+        s += (float)c[a] * lmc_fast_log2((float)c[a]);
+        table += 1;
+    }
+    if (!n) return 0;
+    /* a frequency >= 128 of 4096 takes two bytes: roughly the symbols above 1/32 */
+    for (unsigned a = 0; a < alpha; a++) table += (uint64_t)c[a] * 32 >= n;
+    return (float)n * lmc_fast_log2((float)n) - s + 8.0f * (float)table;
+}
+
+static float merged_cost(const uint32_t* a, const uint32_t* b, unsigned alpha)
+{
+    uint32_t t[LMC_REFCTX_ALPHA_MAX];
+    for (unsigned s = 0; s < alpha; s++) t[s] = a[s] + b[s];
+    return group_cost(t, alpha);
+}
+
+static void build_groups(lmc_refctx_ws* ws)
+{
+    unsigned const alpha = ws->alpha;
+    unsigned G = ws->npresent;
+    uint8_t first[LMC_REFCTX_CONTEXTS];
+    float cost[LMC_REFCTX_CONTEXTS], delta[LMC_REFCTX_CONTEXTS];
+    for (unsigned g = 0; g < G; g++) {
+        first[g] = ws->present[g];
+        memcpy(ws->gcount[g], ws->count[ws->present[g]], alpha * sizeof(uint32_t));
+        cost[g] = group_cost(ws->gcount[g], alpha);
+    }
+    for (unsigned g = 0; g + 1 < G; g++) delta[g] = merged_cost(ws->gcount[g], ws->gcount[g + 1], alpha) - cost[g] - cost[g + 1];
+    while (G > 1) {
+        unsigned best = 0;
+        for (unsigned g = 1; g + 1 < G; g++) if (delta[g] < delta[best]) best = g;
+        if (G <= LMC_REFCTX_MAX_GROUPS && delta[best] >= 0) break;
+        for (unsigned s = 0; s < alpha; s++) ws->gcount[best][s] += ws->gcount[best + 1][s];
+        cost[best] += cost[best + 1] + delta[best];
+        for (unsigned g = best + 1; g + 1 < G; g++) {
+            first[g] = first[g + 1];
+            cost[g] = cost[g + 1];
+            delta[g] = delta[g + 1];
+            memcpy(ws->gcount[g], ws->gcount[g + 1], alpha * sizeof(uint32_t));
+        }
+        G--;
+        if (best > 0) delta[best - 1] = merged_cost(ws->gcount[best - 1], ws->gcount[best], alpha) - cost[best - 1] - cost[best];
+        if (best + 1 < G) delta[best] = merged_cost(ws->gcount[best], ws->gcount[best + 1], alpha) - cost[best] - cost[best + 1];
+    }
+    /* contexts absent from the block never occur: they join whichever group */
+    ws->ngroups = G;
+    ws->bound[0] = 0;
+    for (unsigned g = 1; g < G; g++) ws->bound[g] = first[g];
+    for (unsigned g = 0, c = 0; c < LMC_REFCTX_CONTEXTS; c++) {
+        if (g + 1 < G && c == ws->bound[g + 1]) g++;
+        ws->map[c] = (uint8_t)g;
+    }
+    for (unsigned g = 0; g < G; g++) {
+        uint64_t n = 0;
+        for (unsigned s = 0; s < alpha; s++) n += ws->gcount[g][s];
+        lmc_freq_normalise(ws->freq[g], ws->gcount[g], alpha, n);
+    }
+}
+
+size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* ref, size_t m, unsigned w)
+{
+    for (unsigned i = 0; i < ws->npresent; i++) memset(ws->count[ws->present[i]], 0, sizeof(ws->count[0]));
+    ws->m = m; ws->w = w; ws->alpha = lmc_refctx_alpha(w);
+    uint64_t raw = 0;
+    if (w == 2) {
+        for (size_t i = 0; i < m; i++) raw += analyse_value(ws, i, lmc_rd16(src + 2 * i), lmc_rd16(ref + 2 * i), 16);
+    } else {
+        for (size_t i = 0; i < m; i++) raw += analyse_value(ws, i, lmc_rd32(src + 4 * i), lmc_rd32(ref + 4 * i), 32);
+    }
+    ws->raw_bits = raw;
+    unsigned np = 0;
+    for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++) {
+        uint32_t any = 0;
+        for (unsigned s = 0; s < ws->alpha; s++) any |= ws->count[c][s];
+        if (any) ws->present[np++] = (uint8_t)c;
+    }
+    ws->npresent = np;
+    build_groups(ws);
+
+    size_t size = 1 + 3 + 1 + (ws->ngroups - 1) + 4 * LMC_ANS_STATES + 4 + (size_t)((raw + 7) / 8);
+    float bits = 0;
+    for (unsigned g = 0; g < ws->ngroups; g++) {
+        size += lmc_freq_size(ws->freq[g], ws->alpha);
+        for (unsigned s = 0; s < ws->alpha; s++)
+            if (ws->gcount[g][s]) bits += (float)ws->gcount[g][s] * (LMC_ANS_PROB_BITS - lmc_fast_log2((float)ws->freq[g][s]));
+    }
+    return size + (size_t)(bits / 8) + 2;
+}
+
+size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
+{
+    unsigned const alpha = ws->alpha, G = ws->ngroups;
+    size_t const m = ws->m;
+    size_t const raw_bytes = (size_t)((ws->raw_bits + 7) / 8);
+    for (unsigned g = 0; g < G; g++) lmc_freq_esyms(ws->esym[g], ws->freq[g], alpha);
+
+    size_t head = 1 + 3 + 1 + (G - 1);
+    for (unsigned g = 0; g < G; g++) head += lmc_freq_size(ws->freq[g], alpha);
+    size_t const raw_at = head + 4 * LMC_ANS_STATES + 4;
+    if (raw_at + raw_bytes > cap) return 0;
+
+    /* tokens, backwards; symbol i uses state i mod 4 and the table of its context */
+    uint8_t* const wend = ws->words + sizeof(ws->words);
+    uint8_t* p = wend;
+    uint32_t x[LMC_ANS_STATES] = { LMC_ANS_L, LMC_ANS_L, LMC_ANS_L, LMC_ANS_L };
+    for (size_t i = m; i-- > 0;) {
+        const lmc_freq_esym* const e = &ws->esym[ws->map[ws->ctx[i]]][ws->tok[i]];
+        uint32_t xs = x[i & 3];
+        if (xs >= e->xmax) { p -= 2; lmc_wr16(p, (uint16_t)xs); xs >>= 16; }
+        uint32_t const q = (uint32_t)(((uint64_t)xs * e->rcp) >> 32) >> e->shift;
+        x[i & 3] = xs + e->bias + q * e->cmpl;
+    }
+    size_t const nwords = (size_t)(wend - p);
+    size_t const total = raw_at + raw_bytes + nwords;
+    if (total > cap) return 0;
+
+    uint8_t* o = dst;
+    *o++ = LMC_KIND_REFCTX;
+    lmc_wr24(o, (uint32_t)(total - 4)); o += 3;
+    *o++ = (uint8_t)G;
+    for (unsigned g = 1; g < G; g++) *o++ = ws->bound[g];
+    for (unsigned g = 0; g < G; g++) o += lmc_freq_write(o, ws->freq[g], alpha);
+    for (int j = 0; j < LMC_ANS_STATES; j++) { lmc_wr32(o, x[j]); o += 4; }
+    lmc_wr32(o, (uint32_t)raw_bytes); o += 4;
+
+    /* raw bits, LSB-first: the bits of |t| below its leading one */
+    uint64_t acc = 0;
+    unsigned nacc = 0;
+    for (size_t i = 0; i < m; i++) {
+        unsigned const k = (ws->tok[i] + 1u) >> 1;
+        unsigned const nb = k ? k - 1 : 0;
+        uint64_t const low = ws->mag[i] & ((1ull << nb) - 1);
+        acc |= low << nacc;
+        nacc += nb;
+        if (nacc >= 32) { lmc_wr32(o, (uint32_t)acc); o += 4; acc >>= 32; nacc -= 32; }
+    }
+    while (nacc > 0) { *o++ = (uint8_t)acc; acc >>= 8; nacc = nacc > 8 ? nacc - 8 : 0; }
+    memcpy(o, p, nwords);
+    return total;
+}
