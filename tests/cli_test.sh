@@ -11,6 +11,7 @@ if [ ! -x "$LMC" ]; then
     exit 1
 fi
 
+REPO=$(cd "$(dirname "$0")/.." && pwd)
 PASS=0
 FAIL=0
 T=$(mktemp -d "${TMPDIR:-/tmp}/lmc-cli-test.XXXXXX") || exit 1
@@ -328,6 +329,31 @@ for sig in TERM INT; do
     fi
 done
 rm -f huge huge.lmc big
+
+# ---------------------------------------------------------------- format 1 frames
+# Frames written by lmc 0.1.0 (format 1, before REFCTX) must still decode; the
+# inputs are cut from the shipped trajectory as they were when the frames were made.
+V1="$REPO/tests/data/v1"
+TRJ="$REPO/data/trajectory"
+if [ -d "$V1" ] && [ -d "$TRJ" ]; then
+    for d in bf16:bf16 fp32:f32; do
+        src=${d%%:*}; dt=${d##*:}
+        head -c 262144 "$TRJ/step-000350/model_$src.safetensors" | tail -c 140000 > v1new
+        head -c 262144 "$TRJ/step-000300/model_$src.safetensors" | tail -c 140000 > v1ref
+        check "format 1 $dt delta frame decodes" eval '"$LMC" -q -d -f -r v1ref "$V1/${dt}_delta.lmc" -o v1out && same v1out v1new'
+        check "format 1 $dt full frame decodes" eval '"$LMC" -q -d -f "$V1/${dt}_full.lmc" -o v1out && same v1out v1new'
+        check "format 1 $dt delta frame is listed as version 1" eval '"$LMC" -l "$V1/${dt}_delta.lmc" | grep -q "version 1"'
+        check "format 1 $dt delta against the wrong reference fails" eval '! "$LMC" -q -d -f -r v1new "$V1/${dt}_delta.lmc" -o v1out 2>/dev/null'
+        # what this lmc writes is smaller (REFCTX) and says version 2
+        "$LMC" -q -f --dtype $dt -r v1ref v1new -o v2.lmc
+        check "format 2 $dt delta is smaller than the format 1 frame" test "$(wc -c < v2.lmc)" -lt "$(wc -c < "$V1/${dt}_delta.lmc")"
+        check "format 2 $dt delta uses refctx blocks" eval '"$LMC" -lv v2.lmc | grep -q "^  refctx "'
+        check "format 2 $dt delta round trip" eval '"$LMC" -q -d -f -r v1ref v2.lmc -o v1out && same v1out v1new'
+    done
+    rm -f v1new v1ref v1out v2.lmc
+else
+    skip "format 1 frames" "tests/data/v1 or data/trajectory not found"
+fi
 
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

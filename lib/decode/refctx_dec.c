@@ -10,6 +10,9 @@
  * magnitude is -v - 1 = ~v. This is mono(r) +- t of the format, without the
  * mapping to and from the ordered integer view. */
 #include <string.h>
+#if defined(__SSE2__)
+#  include <emmintrin.h>
+#endif
 #include "refctx_dec.h"
 #include "freq_dec.h"
 #include "error.h"
@@ -35,109 +38,166 @@ LMC_FORCE_INLINE void raw_refill_slow(rawbits* r)
     while (r->bc <= 56 && r->p < r->end) { r->bb |= (uint64_t)*r->p++ << r->bc; r->bc += 8; }
 }
 
-static unsigned token_info(unsigned tok)
+/* Pass 1, one token with state xs. */
+LMC_FORCE_INLINE unsigned decode_token(const lmc_refctx_dws* ws, uint32_t* xs, const uint8_t* ref, unsigned bits)
 {
-    unsigned const k = (tok + 1) >> 1;
-    unsigned const nb = k ? k - 1 : 0;
-    return nb | (k != 0) << 5 | (tok != 0 && !(tok & 1)) << 6;
+    uint32_t const r = bits == 16 ? lmc_rd16(ref) : lmc_rd32(ref);
+    uint32_t const idx = ws->base[(r >> (bits - 9)) & 255] + (*xs & (LMC_ANS_M - 1));
+    uint32_t const e = ws->slot[idx];
+    *xs = (e >> 16) * (*xs >> LMC_ANS_PROB_BITS) + (e & 0xFFFF);
+    return ws->stok[idx];
 }
 
-/* One value: token (state xs), raw bits, and the value itself. Returns the
- * value before the range check; *bad collects out-of-range magnitudes. */
-LMC_FORCE_INLINE void decode_value(const lmc_refctx_dws* ws, uint32_t* xs, rawbits* rb, uint64_t* bad,
-                                   uint8_t* dst, const uint8_t* ref, unsigned bits)
-{
-    uint64_t const r = bits == 16 ? lmc_rd16(ref) : lmc_rd32(ref);
-    uint32_t const e = ws->slot[ws->base[(r >> (bits - 9)) & 255] + (*xs & (LMC_ANS_M - 1))];
-    *xs = ((e >> 20) + 1) * (*xs >> LMC_ANS_PROB_BITS) + ((e >> 8) & (LMC_ANS_M - 1));
-    unsigned const nb = e & 31;
-    uint64_t const low = rb->bb & ((1ull << nb) - 1);
-    rb->bb >>= nb;
-    rb->bc -= nb;
-    int64_t const negm = -(int64_t)((e >> 6) & 1);
-    int64_t const mag = (int64_t)((((uint64_t)(e >> 5) & 1) << nb) | low);
-    uint64_t const S = 1ull << (bits - 1);
-    int64_t const v = (int64_t)(r & (S - 1)) + ((mag ^ negm) - negm);
-    int64_t const s = v >> 63;
-    uint64_t const a = (uint64_t)(v ^ s);
-    *bad |= a;
-    uint64_t const out = ((r & S) ^ ((uint64_t)s & S)) | a;
-    if (bits == 16) lmc_wr16(dst, (uint16_t)out); else lmc_wr32(dst, (uint32_t)out);
-}
-
-/* At most one 16-bit word per symbol: a conditional move, not a branch. */
+/* At most one 16-bit word per symbol. The condition is true about once in
+ * four symbols at random: a conditional move, not a branch. */
 LMC_FORCE_INLINE void renorm_fast(uint32_t* xs, const uint8_t** wp)
 {
-    uint32_t const need = *xs < LMC_ANS_L;
-    uint32_t const w = lmc_rd16(*wp);
-    *xs = need ? (*xs << 16) | w : *xs;
+    uint32_t x = *xs;
+    uint32_t const y = (x << 16) | lmc_rd16(*wp);
+    size_t const need = x < LMC_ANS_L;
+#if defined(__GNUC__) && defined(__x86_64__)
+    /* compilers turn the select into a branch, which mispredicts */
+    __asm__("cmpl %2, %0\n\tcmovb %1, %0" : "+r"(x) : "r"(y), "i"(LMC_ANS_L) : "cc");
+#else
+    x = need ? y : x;
+#endif
+    *xs = x;
     *wp += 2 * need;
 }
 
-LMC_FORCE_INLINE size_t decode_body(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
-                                    uint32_t x[4], rawbits* rbp, const uint8_t** wpp, const uint8_t* wend,
-                                    unsigned bits)
+/* Pass 1: the tokens, into ws->tok. Two passes instead of one keep each
+ * loop's state in registers. */
+LMC_FORCE_INLINE size_t decode_tokens(lmc_refctx_dws* ws, size_t m, const uint8_t* ref, uint32_t x[4],
+                                      const uint8_t** wpp, const uint8_t* wend, unsigned bits)
 {
     unsigned const w = bits / 8;
-    rawbits rb = *rbp;
     const uint8_t* wp = *wpp;
+    uint8_t* const tok = ws->tok;
     uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
-    uint64_t bad = 0;
     size_t i = 0;
-    /* a round reads at most 8 words (and peeks 2 bytes more) and refills at
-     * most 4 times, each advancing <= 7 bytes and reading 8 */
-    for (; i + 4 <= m && wend - wp >= 10 && rb.end - rb.p >= 8 + 4 * 8; i += 4) {
-        /* 16-bit values have at most 15 raw bits: one refill serves two */
-        raw_refill_fast(&rb);
-        decode_value(ws, &x0, &rb, &bad, dst + i * w, ref + i * w, bits); renorm_fast(&x0, &wp);
-        if (bits == 32) raw_refill_fast(&rb);
-        decode_value(ws, &x1, &rb, &bad, dst + (i + 1) * w, ref + (i + 1) * w, bits); renorm_fast(&x1, &wp);
-        raw_refill_fast(&rb);
-        decode_value(ws, &x2, &rb, &bad, dst + (i + 2) * w, ref + (i + 2) * w, bits); renorm_fast(&x2, &wp);
-        if (bits == 32) raw_refill_fast(&rb);
-        decode_value(ws, &x3, &rb, &bad, dst + (i + 3) * w, ref + (i + 3) * w, bits); renorm_fast(&x3, &wp);
+    /* a round reads at most 8 bytes and peeks 2 more */
+    for (; i + 4 <= m && wend - wp >= 10; i += 4) {
+        tok[i]     = (uint8_t)decode_token(ws, &x0, ref + i * w, bits);       renorm_fast(&x0, &wp);
+        tok[i + 1] = (uint8_t)decode_token(ws, &x1, ref + (i + 1) * w, bits); renorm_fast(&x1, &wp);
+        tok[i + 2] = (uint8_t)decode_token(ws, &x2, ref + (i + 2) * w, bits); renorm_fast(&x2, &wp);
+        tok[i + 3] = (uint8_t)decode_token(ws, &x3, ref + (i + 3) * w, bits); renorm_fast(&x3, &wp);
     }
     x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     for (; i < m; i++) {
         uint32_t* const xs = &x[i & 3];
-        raw_refill_slow(&rb);
-        /* the token decides how many raw bits it needs: peek it first */
-        uint64_t const r = bits == 16 ? lmc_rd16(ref + i * w) : lmc_rd32(ref + i * w);
-        uint32_t const e = ws->slot[ws->base[(r >> (bits - 9)) & 255] + (*xs & (LMC_ANS_M - 1))];
-        LMC_RETURN_IF(rb.bc < (e & 31), CORRUPT);
-        decode_value(ws, xs, &rb, &bad, dst + i * w, ref + i * w, bits);
+        tok[i] = (uint8_t)decode_token(ws, xs, ref + i * w, bits);
         if (*xs < LMC_ANS_L) {
             LMC_RETURN_IF(wend - wp < 2, CORRUPT);
             *xs = (*xs << 16) | lmc_rd16(wp);
             wp += 2;
         }
     }
-    *rbp = rb;
     *wpp = wp;
+    return 0;
+}
+
+/* Pass 2, one value: its raw bits, then the reference's magnitude plus t. */
+LMC_FORCE_INLINE void apply_value(const lmc_refctx_dws* ws, unsigned tok, rawbits* rb, uint64_t* bad,
+                                  uint8_t* dst, const uint8_t* ref, unsigned bits)
+{
+    uint64_t const r = bits == 16 ? lmc_rd16(ref) : lmc_rd32(ref);
+    unsigned const nb = ws->tbits[tok];
+    uint64_t const low = rb->bb & ((1ull << nb) - 1);
+    rb->bb >>= nb;
+    rb->bc -= nb;
+    uint64_t const S = 1ull << (bits - 1);
+    int64_t const v = (int64_t)(r & (S - 1)) + ws->tbase[tok] + (int64_t)low;
+    int64_t const s = v >> 63;
+    uint64_t const a = (uint64_t)(v ^ s);
+    *bad |= a;
+    uint64_t const out = ((r ^ (uint64_t)s) & S) | a;
+    if (bits == 16) lmc_wr16(dst, (uint16_t)out); else lmc_wr32(dst, (uint32_t)out);
+}
+
+LMC_FORCE_INLINE size_t apply_values(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
+                                     rawbits* rbp, unsigned bits)
+{
+    unsigned const w = bits / 8;
+    const uint8_t* const tok = ws->tok;
+    rawbits rb = *rbp;
+    uint64_t bad = 0;
+    size_t i = 0;
+    /* a round refills at most 4 times, each advancing <= 7 bytes and reading 8;
+     * 16-bit values have at most 15 raw bits, so one refill serves two */
+    for (; i + 4 <= m && rb.end - rb.p >= 8 + 4 * 8; i += 4) {
+        raw_refill_fast(&rb);
+        apply_value(ws, tok[i], &rb, &bad, dst + i * w, ref + i * w, bits);
+        if (bits == 32) raw_refill_fast(&rb);
+        apply_value(ws, tok[i + 1], &rb, &bad, dst + (i + 1) * w, ref + (i + 1) * w, bits);
+        raw_refill_fast(&rb);
+        apply_value(ws, tok[i + 2], &rb, &bad, dst + (i + 2) * w, ref + (i + 2) * w, bits);
+        if (bits == 32) raw_refill_fast(&rb);
+        apply_value(ws, tok[i + 3], &rb, &bad, dst + (i + 3) * w, ref + (i + 3) * w, bits);
+    }
+    for (; i < m; i++) {
+        raw_refill_slow(&rb);
+        LMC_RETURN_IF(rb.bc < ws->tbits[tok[i]], CORRUPT);
+        apply_value(ws, tok[i], &rb, &bad, dst + i * w, ref + i * w, bits);
+    }
+    *rbp = rb;
     LMC_RETURN_IF(bad >> (bits - 1), CORRUPT);
     return 0;
 }
 
-static size_t decode16(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, uint32_t x[4],
+LMC_FORCE_INLINE size_t decode_body(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
+                                    uint32_t x[4], rawbits* rb, const uint8_t** wp, const uint8_t* wend,
+                                    unsigned bits)
+{
+    LMC_FORWARD(decode_tokens(ws, m, ref, x, wp, wend, bits));
+    return apply_values(ws, dst, m, ref, rb, bits);
+}
+
+static size_t decode16(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, uint32_t x[4],
                        rawbits* rb, const uint8_t** wp, const uint8_t* wend)
 { return decode_body(ws, dst, m, ref, x, rb, wp, wend, 16); }
-static size_t decode32(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, uint32_t x[4],
+static size_t decode32(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, uint32_t x[4],
                        rawbits* rb, const uint8_t** wp, const uint8_t* wend)
 { return decode_body(ws, dst, m, ref, x, rb, wp, wend, 32); }
 #if LMC_HAS_BMI2_DISPATCH
-LMC_TARGET_BMI2 static size_t decode16_bmi2(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
+LMC_TARGET_BMI2 static size_t decode16_bmi2(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
                                             uint32_t x[4], rawbits* rb, const uint8_t** wp, const uint8_t* wend)
 { return decode_body(ws, dst, m, ref, x, rb, wp, wend, 16); }
-LMC_TARGET_BMI2 static size_t decode32_bmi2(const lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
+LMC_TARGET_BMI2 static size_t decode32_bmi2(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
                                             uint32_t x[4], rawbits* rb, const uint8_t** wp, const uint8_t* wend)
 { return decode_body(ws, dst, m, ref, x, rb, wp, wend, 32); }
 #endif
+
+/* A group's slot table: a block of 64 Ki values can carry 16 of them, so
+ * they are filled four entries per store. */
+static void build_slots(uint32_t* T, uint8_t* tok, const uint16_t* freq, unsigned alpha)
+{
+    uint32_t cum = 0;
+    for (unsigned sym = 0; sym < alpha; sym++) {
+        uint32_t const f = freq[sym];
+        if (!f) continue;
+        memset(tok + cum, (int)sym, f);
+        uint32_t* const t = T + cum;
+        uint32_t k = 0;
+#if defined(__SSE2__)
+        __m128i v = _mm_setr_epi32((int)(f << 16), (int)(f << 16 | 1), (int)(f << 16 | 2), (int)(f << 16 | 3));
+        __m128i const four = _mm_set1_epi32(4);
+        for (; k + 4 <= f; k += 4) { _mm_storeu_si128((__m128i*)(void*)(t + k), v); v = _mm_add_epi32(v, four); }
+#endif
+        for (; k < f; k++) t[k] = f << 16 | k;
+        cum += f;
+    }
+}
 
 size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
                          const uint8_t* ref, const uint8_t* src, size_t size)
 {
     unsigned const alpha = lmc_refctx_alpha(w);
     size_t pos = 0;
+    for (unsigned tok = 0; tok < alpha; tok++) {
+        unsigned const k = (tok + 1) >> 1, neg = tok && !(tok & 1);
+        ws->tbits[tok] = (uint8_t)(k ? k - 1 : 0);
+        ws->tbase[tok] = !k ? 0 : neg ? 1 - ((int64_t)1 << k) : ((int64_t)1 << (k - 1));
+    }
     LMC_RETURN_IF(size < 1, TRUNCATED);
     unsigned const G = src[pos++];
     LMC_RETURN_IF(G == 0 || G > LMC_REFCTX_MAX_GROUPS, CORRUPT);
@@ -157,9 +217,7 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
         size_t const t = lmc_freq_read(ws->freq, alpha, src + pos, size - pos);
         LMC_FORWARD(t);
         pos += t;
-        uint32_t* const T = ws->slot + g * LMC_ANS_M;
-        lmc_freq_slots(T, ws->freq, alpha);
-        for (unsigned s = 0; s < LMC_ANS_M; s++) T[s] = (T[s] & ~0xFFu) | token_info(T[s] & 0xFF);
+        build_slots(ws->slot + g * LMC_ANS_M, ws->stok + g * LMC_ANS_M, ws->freq, alpha);
     }
     LMC_RETURN_IF(size - pos < 4 * LMC_ANS_STATES + 4, TRUNCATED);
     uint32_t x[LMC_ANS_STATES];

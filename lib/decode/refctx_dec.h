@@ -7,12 +7,14 @@
 #include "refctx.h"
 
 typedef struct {
-    /* slot tables of all groups, back to back; an entry is
-     * info | (slot - cum) << 8 | (freq - 1) << 20, where info describes the
-     * token: raw bit count (bits 0-4), non-zero (bit 5), negative (bit 6) */
+    /* slot tables of all groups, back to back: freq << 16 | (slot - cum), and the token */
     uint32_t slot[LMC_REFCTX_MAX_GROUPS * LMC_ANS_M];
-    uint16_t base[LMC_REFCTX_CONTEXTS];     /* context -> group's first slot */
+    uint8_t  stok[LMC_REFCTX_MAX_GROUPS * LMC_ANS_M];
+    int64_t  tbase[LMC_REFCTX_ALPHA_MAX + 63];   /* token -> base b (padded: 7-bit index) */
+    uint8_t  tbits[LMC_REFCTX_ALPHA_MAX + 63];   /* token -> raw bit count n */
+    uint16_t base[LMC_REFCTX_CONTEXTS];          /* context -> group's first slot */
     uint16_t freq[LMC_REFCTX_ALPHA_MAX];
+    uint8_t  tok[LMC_VBLOCK_MAX];                /* pass 1 -> pass 2 */
 } lmc_refctx_dws;
 
 /* Decodes the REFCTX data src[0..size) (after the kind byte and u24 size)

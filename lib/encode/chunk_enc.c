@@ -65,12 +65,12 @@ static size_t encode_grouped_vblock(lmc_chunk_ws* ws, uint8_t* dst, const uint8_
 }
 
 /* Order-0 estimate of the GROUPED coding, in bytes, from a sample of the
- * value block (8 windows of 1024 values, or all of a small block). */
+ * value block (4 windows of 512 values, or all of a small block). */
 static size_t grouped_estimate(const uint8_t* src, const uint8_t* r, size_t m, unsigned w, int rot)
 {
     uint32_t h[4][256];
     memset(h, 0, sizeof(h[0]) * w);
-    size_t const nwin = m >= 16384 ? 8 : 1, span = nwin == 1 ? m : 1024, step = m / nwin;
+    size_t const nwin = m >= 8192 ? 4 : 1, span = nwin == 1 ? m : 512, step = m / nwin;
     unsigned const bits = 8 * w;
     for (size_t wi = 0; wi < nwin; wi++) {
         for (size_t i = wi * step; i < wi * step + span; i++) {
@@ -84,11 +84,15 @@ static size_t grouped_estimate(const uint8_t* src, const uint8_t* r, size_t m, u
     }
     float bits_total = 0;
     float const n = (float)(nwin * span);
-    for (unsigned k = 0; k < w; k++)
+    size_t tables = 0;
+    for (unsigned k = 0; k < w; k++) {
+        unsigned distinct = 0;
         for (unsigned s = 0; s < 256; s++)
-            if (h[k][s]) bits_total += (float)h[k][s] * lmc_fast_log2(n / (float)h[k][s]);
-    /* scale the sample to the block; a table costs some tens of bytes per stream */
-    return (size_t)(bits_total / 8 * ((float)m / n)) + 2 + 40 * w;
+            if (h[k][s]) { bits_total += (float)h[k][s] * lmc_fast_log2(n / (float)h[k][s]); distinct++; }
+        tables += distinct > 1 ? 40 : 2;   /* a code table costs some tens of bytes; CONST two */
+    }
+    /* scale the sample to the block */
+    return (size_t)(bits_total / 8 * ((float)m / n)) + 2 + tables;
 }
 
 /* Layout 2: value blocks, each REFCTX or GROUPED, whichever is smaller. */

@@ -11,22 +11,23 @@
 #include "refctx_enc.h"
 #include "mem.h"
 
-/* One value: token, magnitude, context; returns the raw bit count. */
+/* One value: token, raw bits, context; returns the raw bit count.
+ * t = (|c| or, across zero, ~|c|) - |r|: the format's mono difference without
+ * the mapping (doc/format.md). The raw bits are e = t - base(token). */
 LMC_FORCE_INLINE unsigned analyse_value(lmc_refctx_ws* ws, size_t i, uint64_t c, uint64_t r, unsigned bits)
 {
-    uint64_t const S = 1ull << (bits - 1), ALL = (S << 1) - 1;
-    uint64_t const rs = r >> (bits - 1);
-    uint64_t const rm = r ^ (rs ? ALL : S), cm = c ^ ((c >> (bits - 1)) ? ALL : S);
-    int64_t d = (int64_t)(cm - rm);
-    d = rs ? -d : d;
-    unsigned const neg = d < 0;
-    uint64_t const mag = neg ? (uint64_t)-d : (uint64_t)d;
-    unsigned const k = mag ? 64u - (unsigned)__builtin_clzll(mag) : 0u;
-    unsigned const tok = lmc_refctx_token(k, neg);
+    uint64_t const M = (1ull << (bits - 1)) - 1;
+    int64_t const cross = -(int64_t)((c ^ r) >> (bits - 1));
+    int64_t const t = (int64_t)((c & M) ^ (uint64_t)cross) - (int64_t)(r & M);
+    int64_t const sm = t >> 63;
+    uint64_t const mag = (uint64_t)((t ^ sm) - sm);
+    unsigned const k = 64u - (unsigned)__builtin_clzll(mag | 1) - (mag == 0);
+    unsigned const tok = k ? 2 * k - 1 + (unsigned)(sm & 1) : 0;
     unsigned const ctx = lmc_refctx_ctx((uint32_t)r, bits);
+    /* negative: e = t - (1 - 2^k) = (2^k - 1) - |t|, the complement of the low k-1 bits */
     ws->tok[i] = (uint8_t)tok;
     ws->ctx[i] = (uint8_t)ctx;
-    ws->mag[i] = (uint32_t)mag;
+    ws->mag[i] = (uint32_t)(mag ^ (uint64_t)sm);
     ws->count[ctx][tok]++;
     return k ? k - 1 : 0;
 }
@@ -127,7 +128,8 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
     for (unsigned g = 0; g < ws->ngroups; g++) {
         size += lmc_freq_size(ws->freq[g], ws->alpha);
         for (unsigned s = 0; s < ws->alpha; s++)
-            if (ws->gcount[g][s]) bits += (float)ws->gcount[g][s] * (LMC_ANS_PROB_BITS - lmc_fast_log2((float)ws->freq[g][s]));
+            if (ws->gcount[g][s] && ws->freq[g][s] < LMC_ANS_M)   /* log2 is approximate: keep M/M free */
+                bits += (float)ws->gcount[g][s] * LMC_MAX(0.0f, LMC_ANS_PROB_BITS - lmc_fast_log2((float)ws->freq[g][s]));
     }
     return size + (size_t)(bits / 8) + 2;
 }
@@ -147,14 +149,35 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
     /* tokens, backwards; symbol i uses state i mod 4 and the table of its context */
     uint8_t* const wend = ws->words + sizeof(ws->words);
     uint8_t* p = wend;
-    uint32_t x[LMC_ANS_STATES] = { LMC_ANS_L, LMC_ANS_L, LMC_ANS_L, LMC_ANS_L };
-    for (size_t i = m; i-- > 0;) {
-        const lmc_freq_esym* const e = &ws->esym[ws->map[ws->ctx[i]]][ws->tok[i]];
-        uint32_t xs = x[i & 3];
-        if (xs >= e->xmax) { p -= 2; lmc_wr16(p, (uint16_t)xs); xs >>= 16; }
-        uint32_t const q = (uint32_t)(((uint64_t)xs * e->rcp) >> 32) >> e->shift;
-        x[i & 3] = xs + e->bias + q * e->cmpl;
+    const uint8_t* const tok = ws->tok;
+    const uint8_t* const ctx = ws->ctx;
+    const uint8_t* const map = ws->map;
+    const lmc_freq_esym* const E = &ws->esym[0][0];
+#define RC_PUT(xs, i)                                                                              \
+    do {                                                                                           \
+        const lmc_freq_esym* const e_ = E + map[ctx[i]] * LMC_REFCTX_ALPHA_MAX + tok[i];           \
+        uint32_t const big_ = (xs) >= e_->xmax;                                                    \
+        lmc_wr16(p - 2, (uint16_t)(xs));                                                           \
+        p -= 2 * big_;                                                                             \
+        (xs) >>= 16 * big_;                                                                        \
+        uint32_t const q_ = (uint32_t)(((uint64_t)(xs) * e_->rcp) >> 32) >> e_->shift;             \
+        (xs) = (xs) + e_->bias + q_ * e_->cmpl;                                                    \
+    } while (0)
+    uint32_t x0 = LMC_ANS_L, x1 = LMC_ANS_L, x2 = LMC_ANS_L, x3 = LMC_ANS_L;
+    size_t i = m;
+    /* branch-free renormalisation: the word is always stored below p, and p
+     * only moves when it counts (the next word overwrites it otherwise) */
+    while (i & 3) {               /* the tail first: coding runs backwards */
+        i--;
+        switch (i & 3) { case 0: RC_PUT(x0, i); break; case 1: RC_PUT(x1, i); break;
+                         case 2: RC_PUT(x2, i); break; default: RC_PUT(x3, i); break; }
     }
+    while (i) {
+        i -= 4;
+        RC_PUT(x3, i + 3); RC_PUT(x2, i + 2); RC_PUT(x1, i + 1); RC_PUT(x0, i);
+    }
+#undef RC_PUT
+    uint32_t const x[LMC_ANS_STATES] = { x0, x1, x2, x3 };
     size_t const nwords = (size_t)(wend - p);
     size_t const total = raw_at + raw_bytes + nwords;
     if (total > cap) return 0;
@@ -168,18 +191,21 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
     for (int j = 0; j < LMC_ANS_STATES; j++) { lmc_wr32(o, x[j]); o += 4; }
     lmc_wr32(o, (uint32_t)raw_bytes); o += 4;
 
-    /* raw bits, LSB-first: the bits of |t| below its leading one */
+    /* raw bits, LSB-first: the bits of |t| below its leading one (or their
+     * complement). Whole bytes leave after every value: at most 7 + 31 bits wait. */
     uint64_t acc = 0;
     unsigned nacc = 0;
-    for (size_t i = 0; i < m; i++) {
-        unsigned const k = (ws->tok[i] + 1u) >> 1;
-        unsigned const nb = k ? k - 1 : 0;
-        uint64_t const low = ws->mag[i] & ((1ull << nb) - 1);
-        acc |= low << nacc;
+    for (size_t v = 0; v < m; v++) {
+        unsigned const k = (ws->tok[v] + 1u) >> 1;
+        unsigned const nb = k - (k != 0);
+        acc |= (ws->mag[v] & ((1ull << nb) - 1)) << nacc;
         nacc += nb;
-        if (nacc >= 32) { lmc_wr32(o, (uint32_t)acc); o += 4; acc >>= 32; nacc -= 32; }
+        lmc_wr64(o, acc);
+        o += nacc >> 3;
+        acc >>= nacc & ~7u;
+        nacc &= 7;
     }
-    while (nacc > 0) { *o++ = (uint8_t)acc; acc >>= 8; nacc = nacc > 8 ? nacc - 8 : 0; }
+    if (nacc) *o++ = (uint8_t)acc;
     memcpy(o, p, nwords);
     return total;
 }

@@ -12,7 +12,7 @@
 typedef struct {
     uint32_t count[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];   /* tokens per context; rows of
                                                                   * `present` contexts are cleared lazily */
-    uint32_t mag[LMC_VBLOCK_MAX];       /* |t| per value */
+    uint32_t mag[LMC_VBLOCK_MAX];       /* |t|, complemented when t < 0: its low k-1 bits are the raw bits */
     uint8_t  tok[LMC_VBLOCK_MAX];
     uint8_t  ctx[LMC_VBLOCK_MAX];
     uint8_t  present[LMC_REFCTX_CONTEXTS];

@@ -1,0 +1,273 @@
+/* test_refctx.c - the reference-modelled layout: REFCTX value blocks round
+ * trip on every kind of difference (none, tiny, sign crossings, extremes,
+ * NaN patterns), hand-built blocks decode to the values the format defines,
+ * malformed blocks fail with the documented error, and frames choose REFCTX
+ * for float deltas only when allowed. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "testutil.h"
+#include "mem.h"
+#include "error.h"
+#include "refctx_enc.h"
+#include "refctx_dec.h"
+
+typedef struct { lmc_refctx_ws* enc; lmc_refctx_dws* dec; uint8_t *cur, *ref, *buf, *out; } rc_state;
+
+#define BUFCAP (4 * LMC_VBLOCK_MAX + 4096)
+
+static int setup(void** state)
+{
+    rc_state* const s = (rc_state*)calloc(1, sizeof(*s));
+    s->enc = (lmc_refctx_ws*)calloc(1, sizeof(lmc_refctx_ws));
+    s->dec = (lmc_refctx_dws*)calloc(1, sizeof(lmc_refctx_dws));
+    s->cur = (uint8_t*)tu_xmalloc(4 * LMC_VBLOCK_MAX);
+    s->ref = (uint8_t*)tu_xmalloc(4 * LMC_VBLOCK_MAX);
+    s->buf = (uint8_t*)tu_xmalloc(BUFCAP + 64);
+    s->out = (uint8_t*)tu_xmalloc(4 * LMC_VBLOCK_MAX);
+    *state = s;
+    return 0;
+}
+
+static int teardown(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    free(s->enc); free(s->dec); free(s->cur); free(s->ref); free(s->buf); free(s->out); free(s);
+    return 0;
+}
+
+static void wr(uint8_t* p, unsigned w, uint32_t v) { if (w == 2) lmc_wr16(p, (uint16_t)v); else lmc_wr32(p, v); }
+
+/* Encodes m values, checks the estimate, decodes, compares. Returns the block size. */
+static size_t roundtrip(rc_state* s, size_t m, unsigned w)
+{
+    size_t const est = lmc_refctx_prepare(s->enc, s->cur, s->ref, m, w);
+    size_t const sz = lmc_refctx_encode(s->enc, s->buf, BUFCAP);
+    assert_true(sz > 4);
+    assert_int_equal(s->buf[0], LMC_KIND_REFCTX);
+    assert_int_equal(lmc_rd24(s->buf + 1), sz - 4);
+    /* the estimate guides the choice against GROUPED: it must be close */
+    if (!(est + 64 + sz / 50 >= sz && sz + 64 + sz / 50 >= est)) print_message("m %zu w %u est %zu size %zu\n", m, w, est, sz);
+    assert_true(est + 64 + sz / 50 >= sz && sz + 64 + sz / 50 >= est);
+    memset(s->out, 0xEE, m * w);
+    size_t const r = lmc_refctx_decode(s->dec, s->out, m, w, s->ref, s->buf + 4, sz - 4);
+    assert_false(lmc_is_error(r));
+    assert_memory_equal(s->out, s->cur, m * w);
+    return sz;
+}
+
+enum { K_SAME, K_SMALL, K_CROSS, K_EXTREME, K_RANDOM, K_SPARSE, K_COUNT };
+
+static void fill(rc_state* s, size_t m, unsigned w, int kind, uint64_t seed)
+{
+    tu_rng r = { seed * 2654435761u + 17 };
+    uint32_t const mask = w == 2 ? 0xFFFFu : 0xFFFFFFFFu;
+    uint32_t const special[] = { 0, 0x8000u, 0x7FFFu, 0xFFFFu, 0x7F80u, 0xFF80u, 0x7FC1u, 0x0001u, 0x8001u,
+                                 0x7F800000u, 0xFF800000u, 0x7FC00001u, 0x80000000u, 0x7FFFFFFFu, 0xFFFFFFFFu };
+    for (size_t i = 0; i < m; i++) {
+        uint32_t ref, cur;
+        /* references look like weights: a Gaussian-ish exponent spread */
+        uint32_t const e = (uint32_t)(118 + tu_next(&r) % 12);
+        uint32_t const mant = (uint32_t)tu_next(&r);
+        ref = w == 2 ? ((uint32_t)(tu_next(&r) & 1) << 15) | e << 7 | (mant & 0x7F)
+                     : ((uint32_t)(tu_next(&r) & 1) << 31) | e << 23 | (mant & 0x7FFFFF);
+        switch (kind) {
+        case K_SAME: cur = ref; break;
+        case K_SMALL: {
+            int32_t const d = (int32_t)(tu_next(&r) % 9) - 4;
+            uint32_t const sign = ref & (w == 2 ? 0x8000u : 0x80000000u);
+            cur = sign | ((ref & ~sign) + (uint32_t)d);   /* magnitude moves by a few ulps */
+            break;
+        }
+        case K_CROSS:   /* tiny magnitudes on both sides of zero */
+            ref = (uint32_t)(tu_next(&r) % 5) | ((tu_next(&r) & 1) ? (w == 2 ? 0x8000u : 0x80000000u) : 0);
+            cur = (uint32_t)(tu_next(&r) % 5) | ((tu_next(&r) & 1) ? (w == 2 ? 0x8000u : 0x80000000u) : 0);
+            break;
+        case K_EXTREME:
+            ref = special[tu_next(&r) % 15] & mask;
+            cur = special[tu_next(&r) % 15] & mask;
+            break;
+        case K_SPARSE:
+            cur = (tu_next(&r) % 8) ? ref : (ref ^ (uint32_t)(tu_next(&r) & 0x3F));
+            break;
+        default:
+            ref = (uint32_t)tu_next(&r) & mask;
+            cur = (uint32_t)tu_next(&r) & mask;
+            break;
+        }
+        wr(s->ref + i * w, w, ref & mask);
+        wr(s->cur + i * w, w, cur & mask);
+    }
+}
+
+static void test_roundtrip(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    size_t const sizes[] = { 1, 2, 3, 4, 5, 7, 64, 1000, 4099, LMC_VBLOCK_MAX };
+    for (unsigned w = 2; w <= 4; w += 2)
+        for (int kind = 0; kind < K_COUNT; kind++)
+            for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]); z++) {
+                fill(s, sizes[z], w, kind, 100 * z + (size_t)kind + w);
+                size_t const sz = roundtrip(s, sizes[z], w);
+                if (kind == K_SAME && sizes[z] == LMC_VBLOCK_MAX) assert_true(sz < 64);      /* one token, M/M */
+                if (kind == K_SMALL && sizes[z] == LMC_VBLOCK_MAX) assert_true(sz < sizes[z] * w / 3);
+            }
+}
+
+/* Every 16-bit pair (c, r) on a grid of patterns that covers both signs,
+ * zeros, the largest magnitudes, infinities and NaNs. */
+static void test_all_sign_pairs(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    static const uint16_t p[] = { 0x0000, 0x0001, 0x0002, 0x3F80, 0x3F81, 0x7F7F, 0x7F80, 0x7FC0, 0x7FFE, 0x7FFF,
+                                  0x8000, 0x8001, 0x8002, 0xBF80, 0xBF81, 0xFF7F, 0xFF80, 0xFFC0, 0xFFFE, 0xFFFF };
+    size_t const np = sizeof(p) / sizeof(p[0]);
+    size_t m = 0;
+    for (size_t a = 0; a < np; a++)
+        for (size_t b = 0; b < np; b++, m++) { lmc_wr16(s->cur + 2 * m, p[a]); lmc_wr16(s->ref + 2 * m, p[b]); }
+    roundtrip(s, m, 2);
+    for (size_t i = 0; i < m; i++) {
+        lmc_wr32(s->cur + 4 * i, (uint32_t)lmc_rd16(s->cur + 2 * i) << 16 | 0xFFFF);
+        lmc_wr32(s->ref + 4 * i, (uint32_t)lmc_rd16(s->ref + 2 * i) << 16);
+    }
+    roundtrip(s, m, 4);
+}
+
+/* Hand-built block: one group whose only token is "+1" (token 1, freq M),
+ * no raw bits, states at L. */
+static size_t plus_one_block(uint8_t* b)
+{
+    size_t n = 0;
+    b[n++] = 1;                     /* G */
+    b[n++] = 2; b[n++] = 0;         /* nsym = 2 */
+    b[n++] = 0; b[n++] = 0;         /* token 0 absent */
+    b[n++] = 0x90; b[n++] = 0x00;   /* token 1: 4096 */
+    for (int j = 0; j < 4; j++) { lmc_wr32(b + n, LMC_ANS_L); n += 4; }
+    lmc_wr32(b + n, 0); n += 4;     /* raw_size */
+    return n;
+}
+
+static void test_handmade(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    size_t const n = plus_one_block(s->buf);
+    /* +1 on the magnitude: 1.0 -> next float up, -1.0 -> next float down, -0 -> smallest negative */
+    uint16_t const refs[] = { 0x3F80, 0xBF80, 0x8000, 0x0000, 0xFFFE };
+    uint16_t const want[] = { 0x3F81, 0xBF81, 0x8001, 0x0001, 0xFFFF };
+    for (size_t i = 0; i < 5; i++) lmc_wr16(s->ref + 2 * i, refs[i]);
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 5, 2, s->ref, s->buf, n), 0);
+    for (size_t i = 0; i < 5; i++) assert_int_equal(lmc_rd16(s->out + 2 * i), want[i]);
+    /* a magnitude past the largest one is out of range */
+    lmc_wr16(s->ref + 2 * 3, 0x7FFF);
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 5, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
+    lmc_wr16(s->ref + 2 * 3, 0xFFFF);
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 5, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
+    /* the same table read as a 32-bit block: +1 ulp of 1.0f */
+    lmc_wr32(s->ref, 0x3F800000u);
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 1, 4, s->ref, s->buf, n), 0);
+    assert_int_equal(lmc_rd32(s->out), 0x3F800001u);
+}
+
+static void test_malformed(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    uint8_t* const b = s->buf;
+    size_t const n = plus_one_block(b);
+    for (size_t i = 0; i < 8; i++) lmc_wr16(s->ref + 2 * i, 0x3F80);
+#define DEC(len) lmc_refctx_decode(s->dec, s->out, 8, 2, s->ref, b, (len))
+    assert_int_equal(DEC(n), 0);
+    for (size_t t = 0; t < n; t++) assert_true(lmc_is_error(DEC(t)));        /* every truncation */
+    b[n] = 0; b[n + 1] = 0;
+    assert_int_equal(DEC(n + 2), LMC_ERR(CORRUPT));                          /* a word never read */
+    b[0] = 0;  assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[0] = 1;         /* no group */
+    b[0] = 17; assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[0] = 1;         /* too many groups */
+    b[1] = 34; assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[1] = 2;         /* nsym > 2W+1: not a 16-bit token */
+    b[6] = 0x01; assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[6] = 0x00;    /* frequencies do not sum to M */
+    lmc_wr32(b + 7, LMC_ANS_L - 1); assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); lmc_wr32(b + 7, LMC_ANS_L);
+    lmc_wr32(b + 7, LMC_ANS_L + 1); assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); lmc_wr32(b + 7, LMC_ANS_L);
+    lmc_wr32(b + 23, 1); assert_int_equal(DEC(n), LMC_ERR(TRUNCATED));      /* raw bytes missing */
+    b[n] = 0; assert_int_equal(DEC(n + 1), LMC_ERR(CORRUPT));                /* a raw byte never read */
+    lmc_wr32(b + 23, 0);
+    /* two groups: bounds must increase; here the second table is missing */
+    uint8_t g2[64];
+    g2[0] = 2; g2[1] = 0;
+    memcpy(g2 + 2, b + 1, n - 1);
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 8, 2, s->ref, g2, n + 1), LMC_ERR(CORRUPT));
+#undef DEC
+    /* random bytes after a valid table never crash and never read outside */
+    tu_rng r = { 77 };
+    for (int it = 0; it < 2000; it++) {
+        size_t const len = 8 + tu_next(&r) % 200;
+        memcpy(b, s->buf, 7);
+        for (size_t i = 7; i < len; i++) b[i] = (uint8_t)tu_next(&r);
+        uint8_t* const tight = (uint8_t*)tu_xmalloc(len);
+        memcpy(tight, b, len);
+        (void)lmc_refctx_decode(s->dec, s->out, 8, 2, s->ref, tight, len);
+        free(tight);
+    }
+}
+
+/* Frames: float deltas use REFCTX unless the coder mask or a forced layout says no. */
+static void test_frame_choice(void** state)
+{
+    (void)state;
+    size_t const m = 3 * LMC_VBLOCK_MAX / 2;
+    uint8_t* const cur = (uint8_t*)tu_xmalloc(2 * m);
+    uint8_t* const ref = (uint8_t*)tu_xmalloc(2 * m);
+    tu_rng r = { 5 };
+    for (size_t i = 0; i < m; i++) {
+        uint16_t const v = (uint16_t)(((tu_next(&r) & 1) << 15) | (118 + tu_next(&r) % 10) << 7 | (tu_next(&r) & 0x7F));
+        lmc_wr16(ref + 2 * i, v);
+        lmc_wr16(cur + 2 * i, (tu_next(&r) % 3) ? v : (uint16_t)(v + 1 - (tu_next(&r) % 3)));
+    }
+    size_t const cap = lmc_compress_bound(2 * m);
+    uint8_t* const f = (uint8_t*)tu_xmalloc(cap);
+    lmc_cctx* const c = lmc_cctx_create();
+    lmc_dctx* const d = lmc_dctx_create();
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_RAW), 0);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_DTYPE, LMC_DTYPE_BF16), 0);
+    assert_int_equal(lmc_cctx_set_ref(c, ref, 2 * m), 0);
+    assert_int_equal(lmc_dctx_set_ref(d, ref, 2 * m), 0);
+    size_t sizes[3];
+    for (int mode = 0; mode < 3; mode++) {
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_CODERS, mode == 1 ? 0xFF & ~(1u << LMC_CODER_REFCTX) : 0xFF), 0);
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_LAYOUT, mode == 2 ? 1 : 0), 0);
+        size_t const fs = lmc_compress(c, f, cap, cur, 2 * m);
+        assert_false(lmc_is_error(fs));
+        sizes[mode] = fs;
+        lmc_frame_stats st;
+        assert_int_equal(lmc_frame_stats_get(&st, f, fs), fs);
+        if (mode == 0) assert_int_equal(st.blocks[LMC_CODER_REFCTX], 2);
+        else assert_int_equal(st.blocks[LMC_CODER_REFCTX], 0);
+        uint8_t* const back = (uint8_t*)tu_xmalloc(2 * m);
+        assert_int_equal(lmc_decompress(d, back, 2 * m, f, fs), 2 * m);
+        assert_memory_equal(back, cur, 2 * m);
+        /* without its reference a REFCTX frame is refused */
+        if (mode == 0) {
+            lmc_dctx* const d2 = lmc_dctx_create();
+            assert_int_equal(lmc_decompress(d2, back, 2 * m, f, fs), LMC_ERR(REF_REQUIRED));
+            lmc_dctx_free(d2);
+        }
+        free(back);
+    }
+    /* the differences are +-1 ulp: far cheaper than their XOR, which flips runs of bits */
+    assert_true(sizes[0] < sizes[1]);
+    lmc_cctx_free(c); lmc_dctx_free(d);
+    free(cur); free(ref); free(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_all_sign_pairs),
+        cmocka_unit_test(test_handmade),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_frame_choice),
+    };
+    return cmocka_run_group_tests_name("refctx", tests, setup, teardown);
+}
