@@ -60,6 +60,7 @@ static struct {
     int format_set;
     int dtype;         /* lmc_dtype */
     int dtype_set;
+    int no_refctx;     /* --no-refctx: the paper's LMC coding of deltas */
     int iters;
     const char* out_name;
     const char* ref_name;
@@ -148,6 +149,9 @@ static void usage(FILE* f)
 "      --dtype=D         value type for --format=raw: bf16, f16, f32, f64, u8,\n"
 "                        i8, i16, u16, i32, u32, i64, u64, bool, f8_e4m3,\n"
 "                        f8_e5m2 (implies --format=raw unless --format is given)\n"
+"      --no-refctx       code float deltas as the paper's LMC does (XOR, byte\n"
+"                        groups, per-block entropy codes) instead of modelling\n"
+"                        value differences on the reference's exponent (REFCTX)\n"
 "  -v, --verbose         print a summary line per file (-l: more detail)\n"
 "  -q, --quiet           print only errors\n"
 "      --progress        show a progress line on stderr\n"
@@ -474,6 +478,7 @@ static int setup_cctx(void)
     r = lmc_cctx_set_param(g_cctx, LMC_P_THREADS, g_opt.threads);
     if (!lmc_is_error(r)) r = lmc_cctx_set_param(g_cctx, LMC_P_FORMAT, g_opt.format);
     if (!lmc_is_error(r) && g_opt.dtype_set) r = lmc_cctx_set_param(g_cctx, LMC_P_DTYPE, g_opt.dtype);
+    if (!lmc_is_error(r) && g_opt.no_refctx) r = lmc_cctx_set_param(g_cctx, LMC_P_CODERS, 0xFF & ~(1 << LMC_CODER_REFCTX));
     if (lmc_is_error(r)) { errmsg("cannot set compression parameters: %s", lmc_error_name(r)); return -1; }
     if (g_ref) {
         r = lmc_cctx_set_ref_hashed(g_cctx, g_ref, g_ref_size, g_ref_hash);
@@ -1248,6 +1253,7 @@ int main(int argc, char** argv)
             else if (!strcmp(a, "--test")) set_mode(MODE_TEST);
             else if (!strcmp(a, "--list")) set_mode(MODE_LIST);
             else if (!strcmp(a, "--bench")) set_mode(MODE_BENCH);
+            else if (!strcmp(a, "--no-refctx")) g_opt.no_refctx = 1;
             else if (!strcmp(a, "--verbose")) { g_opt.verbose++; g_opt.quiet = 0; }
             else if (!strcmp(a, "--quiet")) { g_opt.quiet = 1; g_opt.verbose = 0; }
             else if (!strcmp(a, "--progress")) g_opt.progress = 1;

@@ -349,8 +349,12 @@ if [ -d "$V1" ] && [ -d "$TRJ" ]; then
         check "format 2 $dt delta is smaller than the format 1 frame" test "$(wc -c < v2.lmc)" -lt "$(wc -c < "$V1/${dt}_delta.lmc")"
         check "format 2 $dt delta uses refctx blocks" eval '"$LMC" -lv v2.lmc | grep -q "^  refctx "'
         check "format 2 $dt delta round trip" eval '"$LMC" -q -d -f -r v1ref v2.lmc -o v1out && same v1out v1new'
+        "$LMC" -q -f --no-refctx --dtype $dt -r v1ref v1new -o v2p.lmc
+        check "--no-refctx $dt delta has no refctx blocks" eval '! "$LMC" -lv v2p.lmc | grep -q "^  refctx "'
+        check "--no-refctx $dt delta is larger than the default" test "$(wc -c < v2p.lmc)" -gt "$(wc -c < v2.lmc)"
+        check "--no-refctx $dt delta round trip" eval '"$LMC" -q -d -f -r v1ref v2p.lmc -o v1out && same v1out v1new'
     done
-    rm -f v1new v1ref v1out v2.lmc
+    rm -f v1new v1ref v1out v2.lmc v2p.lmc
 else
     skip "format 1 frames" "tests/data/v1 or data/trajectory not found"
 fi

@@ -13,6 +13,8 @@
 #include "huf.h"
 #include "block_dec.h"
 #include "container/safetensors.h"
+/* the REFCTX target is replayed through its own entry point (it builds the reference) */
+#include "../fuzz/fuzz_refctx.c"
 
 static lmc_block_dws g_ws;
 
@@ -87,9 +89,12 @@ static void replay_safetensors(const uint8_t* p, size_t n)
     replay_roundtrip(p, n);
 }
 
+static void replay_refctx(const uint8_t* p, size_t n) { (void)LLVMFuzzerTestOneInput(p, n); }
+
 static const struct { const char* target; void (*fn)(const uint8_t*, size_t); } k_targets[] = {
     { "frame", replay_frame }, { "block", replay_block }, { "huftable", replay_huftable },
     { "roundtrip", replay_roundtrip }, { "safetensors", replay_safetensors },
+    { "refctx", replay_refctx },
 };
 
 static void test_replay(void** state)
