@@ -123,6 +123,18 @@ static void usage(FILE* f)
 "  lmc        bytes / lmc's output: per tensor, the tensor compressed alone as a\n"
 "             raw dump of its dtype (delta against the matching reference\n"
 "             tensor); per file, the whole file as `lmc` compresses it\n"
+"  tokens     with a reference, for matched bf16, f16 and f32 tensors: the\n"
+"             difference tokens of lmc's reference-conditioned coder (REFCTX).\n"
+"             With mono() mapping W-bit float patterns to integers in numeric\n"
+"             order, t = mono(c) - mono(r), negated when r is negative; token\n"
+"             0 for t = 0, else 2k-1+(t<0) with k the bit length of |t|, whose\n"
+"             k-1 bits below the leading one are stored raw. Context: bits\n"
+"             W-9..W-2 of r (the exponent for bf16, f32). Per 64 Ki-value\n"
+"             block, in bits/value, raw bits included: tok_entropy from\n"
+"             n*H(token), ctx_entropy from n*H(token | context), beside\n"
+"             xor_value_entropy, the XOR byte-group floor of the same values\n"
+"             (table columns xor/v tok/v ctx/v); *_floor_bytes: the same in\n"
+"             bytes; tok_gain, ctx_gain = 1 - floor / XOR floor\n"
 "Tensors are matched with the reference by name, dtype and shape, as lmc does.\n"
 "\n"
 "Tensor classes, by name, case-insensitive, first rule that matches:\n"
@@ -175,12 +187,18 @@ static void usage(FILE* f)
 "classes: [{class, <figures>}], tensors: [{name, class, shape, matched,\n"
 "<figures>}]}]}]}], trajectory: [{step, file, class, lmc_ratio, ideal_ratio}]}\n"
 "with <figures> = values, bytes, ones[], flips[], unchanged, compared_values,\n"
-"entropy[], xor_entropy[], floor_bytes, ideal_ratio, lmc_bytes, lmc_ratio.\n"
+"entropy[], xor_entropy[], floor_bytes, ideal_ratio, lmc_bytes, lmc_ratio,\n"
+"ctx_values, ctx_bytes (the matched bf16/f16/f32 values and bytes that the\n"
+"token figures cover), xor_value_entropy, tok_entropy, ctx_entropy,\n"
+"tok_raw_bits, xor_value_floor_bytes, tok_floor_bytes, ctx_floor_bytes,\n"
+"tok_gain, ctx_gain; files carry the token figures too, over all their dtypes.\n"
 "Lists are indexed by bit position or byte group, 0 least significant.\n"
-"Figures that do not exist (no reference, no values) are null; an infinite\n"
-"ratio (floor of 0 bytes) is null with floor_bytes 0.\n"
+"Figures that do not exist (no reference, no values, no matched bf16/f16/f32\n"
+"values for the token figures) are null, as is a gain against an XOR floor of\n"
+"0; an infinite ratio (floor of 0 bytes) is null with floor_bytes 0.\n"
 "CSV columns: step,checkpoint,file,ref,dtype,scope,name,class,metric,index,value\n"
-"with scope file, dtype, class or tensor.\n"
+"with scope file, dtype, class or tensor; the token figures only where there\n"
+"are matched bf16/f16/f32 values.\n"
 "Exit status: 0 on success, 1 on any error.\n");
 }
 
@@ -296,6 +314,16 @@ typedef struct {
     double   xhbits[MAXW];    /* the same for the XOR with the reference */
     double   floor_bits;      /* floor of what lmc codes: XOR where matched */
     uint64_t lmc_bytes;       /* sum of per-tensor frames */
+    /* Reference-conditioned difference tokens (the REFCTX coder's view),
+     * only for matched bf16, f16 and f32 values; see block_refctx(). The
+     * XOR floor of the same values is kept apart so that an aggregate
+     * that mixes eligible and other tensors still compares like with like. */
+    uint64_t cvalues;         /* values measured */
+    uint64_t cbytes;          /* their bytes */
+    double   cxbits;          /* their XOR byte-group floor, bits */
+    double   tbits;           /* sum over blocks of n*H(token) */
+    double   cbits;           /* sum over blocks of n*H(token | reference context) */
+    uint64_t rawbits;         /* bits of |t| below its leading one, stored uncoded */
 } astats;
 
 static void stats_add(astats* d, const astats* s)
@@ -308,11 +336,23 @@ static void stats_add(astats* d, const astats* s)
     for (unsigned k = 0; k < MAXW; k++) { d->hbits[k] += s->hbits[k]; d->xhbits[k] += s->xhbits[k]; }
     d->floor_bits += s->floor_bits;
     d->lmc_bytes += s->lmc_bytes;
+    d->cvalues += s->cvalues; d->cbytes += s->cbytes; d->cxbits += s->cxbits;
+    d->tbits += s->tbits; d->cbits += s->cbits; d->rawbits += s->rawbits;
 }
 
+#define NTOK  65       /* difference tokens: 0, then 2 per bit length 1..32 */
+#define NSLOT 66       /* counted slots: 2 * bit length + sign (see block_refctx) */
+#define TROW  128      /* a context's row: the index is then a shift and a mask */
+
 /* Two copies of each histogram, for even and odd values: runs of one byte
- * value (the high bytes) then do not wait on the previous increment. */
-typedef struct { uint32_t h[MAXW][256]; uint32_t x[MAXW][256]; uint32_t h2[MAXW][256]; uint32_t x2[MAXW][256]; } hists;
+ * value (the high bytes) then do not wait on the previous increment.
+ * tc: the (reference context, slot) counts of one block, zero again once
+ * the block has been summed; ix: the block's slots. */
+typedef struct {
+    uint32_t h[MAXW][256]; uint32_t x[MAXW][256]; uint32_t h2[MAXW][256]; uint32_t x2[MAXW][256];
+    uint32_t tc[256 * TROW];
+    uint16_t ix[BLOCK_VALUES];
+} hists;
 
 /* Empirical order-0 entropy, in bits, of m bytes with histogram h (as bench/floor.c). */
 static double hist_bits(const uint32_t* h, size_t m)
@@ -356,9 +396,92 @@ static void hist_merge(uint32_t* a, const uint32_t* b)
     for (unsigned v = 0; v < 256; v++) a[v] += b[v];
 }
 
+/* REFCTX's difference token of current value c against reference value r,
+ * both W-bit float patterns: with mono() mapping a pattern to an unsigned
+ * integer in numeric order, t = mono(c) - mono(r), negated when r is
+ * negative so that t > 0 means "|value| grew" on both sides of zero. The
+ * token is 0 for t = 0, else 2k - 1 + (t < 0) with k the bit length of |t|;
+ * the k - 1 bits below the leading one go uncoded. That leaves at most 65
+ * tokens, few enough to condition on the reference's exponent.
+ *
+ * Computed here as v(x) = mono(x) - 2^(W-1), a two's-complement integer:
+ * |t| = |v(c) - v(r)|, and t < 0 iff exactly one of d = v(c) - v(r) and r
+ * is negative (for t != 0). A value is counted in the row of r's context,
+ * at slot 2k + (t < 0) so computed: slots 0 and 1 (t = 0, whichever sign r
+ * has) are token 0, and slot j >= 2 is token j - 1. No branch: the signs and the
+ * zero deltas are unpredictable. bitlen(2a + 1) = bitlen(a) + 1, for a = 0
+ * too. The slots go to a buffer first and are counted in a second loop:
+ * an increment whose address comes at the end of this chain of operations
+ * took as long as the rest of the loop, as the next values' loads of the
+ * same popular slot wait on it. */
+static inline uint32_t le16(const uint8_t* p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static inline uint32_t le32(const uint8_t* p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+static double xlog2x(double x) { return x > 0 ? x * log2(x) : 0; }
+
+/* The difference tokens of one block (nv <= 64 Ki values of w = 2 or 4
+ * bytes at p, the reference values at r): n*H(token), n*H(token | context),
+ * with the context bits W-9..W-2 of the reference value (its exponent for
+ * bf16 and f32), and the raw bits. The coder builds its tables per block,
+ * as for the byte groups. */
+static void block_refctx(astats* s, hists* H, const uint8_t* p, const uint8_t* r, size_t nv, unsigned w)
+{
+    uint16_t* const ix = H->ix;
+    if (w == 2) {
+        for (size_t i = 0; i < nv; i++) {
+            int32_t const c = (int16_t)le16(p + 2 * i), q = (int16_t)le16(r + 2 * i);
+            int32_t const sq = q >> 31;
+            int32_t const d = (c ^ ((c >> 31) & 0x7FFF)) - (q ^ (sq & 0x7FFF));
+            int32_t const sd = d >> 31;
+            uint32_t const a = (uint32_t)((d ^ sd) - sd);
+            unsigned const k = (unsigned)__builtin_clz(2 * a + 1) ^ 31;
+            ix[i] = (uint16_t)(((uint32_t)q & 0x7F80) | 2 * k | (unsigned)((sd ^ sq) & 1));
+        }
+    } else {
+        for (size_t i = 0; i < nv; i++) {
+            int32_t const c = (int32_t)le32(p + 4 * i), q = (int32_t)le32(r + 4 * i);
+            int32_t const sq = q >> 31;
+            int64_t const d = (int64_t)(c ^ ((c >> 31) & 0x7FFFFFFF)) - (int64_t)(q ^ (sq & 0x7FFFFFFF));
+            int64_t const sd = d >> 63;
+            uint64_t const a = (uint64_t)((d ^ sd) - sd);
+            unsigned const k = (unsigned)__builtin_clzll(2 * a + 1) ^ 63;
+            ix[i] = (uint16_t)((((uint32_t)q >> 16) & 0x7F80) | 2 * k | (unsigned)((sd ^ sq) & 1));
+        }
+    }
+    for (size_t i = 0; i < nv; i++) H->tc[ix[i]]++;
+
+    uint64_t nt[NTOK] = { 0 };
+    double cb = 0;
+    for (unsigned c = 0; c < 256; c++) {
+        uint32_t* const row = H->tc + c * TROW;
+        uint64_t nc = 0;
+        for (unsigned j = 0; j < NSLOT; j++) nc += row[j];
+        if (!nc) continue;
+        double e = xlog2x((double)nc) - xlog2x((double)row[0] + row[1]);
+        nt[0] += (uint64_t)row[0] + row[1];
+        for (unsigned j = 2; j < NSLOT; j++)
+            if (row[j]) { nt[j - 1] += row[j]; e -= xlog2x((double)row[j]); }
+        cb += e > 0 ? e : 0;
+        memset(row, 0, NSLOT * sizeof *row);
+    }
+    double tb = xlog2x((double)nv);
+    uint64_t raw = 0;
+    for (unsigned t = 0; t < NTOK; t++) {
+        tb -= xlog2x((double)nt[t]);
+        unsigned const k = (t + 1) / 2;
+        if (k > 1) raw += nt[t] * (k - 1);
+    }
+    s->cvalues += nv;
+    s->cbytes += nv * w;
+    s->tbits += tb > 0 ? tb : 0;
+    s->cbits += cb;
+    s->rawbits += raw;
+}
+
 /* One coder block: nv <= 64 Ki values of w bytes at p; r: the reference
- * values or NULL. */
-static void block_stats(astats* s, hists* H, const uint8_t* p, const uint8_t* r, size_t nv, unsigned w)
+ * values or NULL; refctx: measure the difference tokens too (a matched
+ * bf16, f16 or f32 tensor). */
+static void block_stats(astats* s, hists* H, const uint8_t* p, const uint8_t* r, size_t nv, unsigned w, int refctx)
 {
     if (!nv) return;
     for (unsigned k = 0; k < w; k++) { memset(H->h[k], 0, sizeof H->h[k]); memset(H->h2[k], 0, sizeof H->h2[k]); }
@@ -397,6 +520,10 @@ static void block_stats(astats* s, hists* H, const uint8_t* p, const uint8_t* r,
         s->xvalues += nv;
         s->unchanged += same;
         s->floor_bits += xr;
+        if (refctx && (w == 2 || w == 4)) {
+            block_refctx(s, H, p, r, nv, w);
+            s->cxbits += xr;
+        }
     } else {
         s->floor_bits += raw;
     }
@@ -637,6 +764,12 @@ static char* shape_json(const lmc_tensor_info* t)
     return s;
 }
 
+/* The dtypes that REFCTX codes: floats of 2 or 4 bytes. */
+static int is_refctx_dtype(lmc_dtype dt)
+{
+    return dt == LMC_DTYPE_BF16 || dt == LMC_DTYPE_F16 || dt == LMC_DTYPE_F32;
+}
+
 static dtype_res* dtype_slot(file_res* f, lmc_dtype dt)
 {
     for (size_t i = 0; i < f->nd; i++) if (f->d[i].dt == dt) return &f->d[i];
@@ -793,7 +926,7 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
     obuf_cap = lmc_compress_bound(WINDOW_BYTES);
     if (obuf_cap < OUT_BYTES) obuf_cap = OUT_BYTES;
     obuf = (uint8_t*)xmalloc(obuf_cap);
-    H = (hists*)xmalloc(sizeof *H);
+    H = (hists*)xcalloc(1, sizeof *H);   /* tc must start at zero */
     tc = lmc_cctx_create();
     if (!tc) { aerr("out of memory"); goto out; }
     lmc_cctx_set_param(tc, LMC_P_THREADS, o.threads);
@@ -813,6 +946,7 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
             size_t const win = (size_t)BLOCK_VALUES * (64 / w) * w;
             uint64_t const whole = g->len - g->len % w;
             int const one_shot = g->len <= win;   /* the usual case: one window, one lmc_compress() */
+            int const refctx = rp && tr && f->is_st && is_refctx_dtype(tr->dt);
             if (compress) {
                 lmc_cctx_reset(tc);
                 lmc_cctx_set_param(tc, LMC_P_DTYPE, tr->dt);
@@ -826,7 +960,7 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
                 size_t const nvals = (size_t)((pos + n <= whole ? n : (size_t)(whole - pos)) / w);
                 for (size_t b = 0; b < nvals; b += BLOCK_VALUES) {
                     size_t const m = nvals - b < BLOCK_VALUES ? nvals - b : BLOCK_VALUES;
-                    block_stats(st, H, buf + b * w, rp ? rp + pos + b * w : NULL, m, w);
+                    block_stats(st, H, buf + b * w, rp ? rp + pos + b * w : NULL, m, w, refctx);
                 }
                 if (pos + n > whole) {   /* a trailing partial value: stored as is */
                     uint64_t const rem = pos + n - (whole > pos ? whole : pos);
@@ -1087,6 +1221,37 @@ static double entropy_of(const astats* s, unsigned k, int xor_)
     return s->values ? s->hbits[k] / (double)s->values : NAN;
 }
 
+/* Reference-conditioned figures, in the order JSON and CSV give them. */
+enum { CX_XOR_H, CX_TOK_H, CX_CTX_H, CX_RAW, CX_XOR_FLOOR, CX_TOK_FLOOR, CX_CTX_FLOOR, CX_TOK_GAIN, CX_CTX_GAIN, NCX };
+static const char* const g_cx_name[NCX] = {
+    "xor_value_entropy", "tok_entropy", "ctx_entropy", "tok_raw_bits",
+    "xor_value_floor_bytes", "tok_floor_bytes", "ctx_floor_bytes", "tok_gain", "ctx_gain"
+};
+
+/* Entropies in bits per value (raw bits included), floors in bytes, gains
+ * as 1 - floor / XOR floor; NaN where there is nothing to measure. */
+static void ctx_figures(const astats* s, double* v)
+{
+    double const n = (double)s->cvalues, raw = (double)s->rawbits;
+    double const xf = s->cxbits, tf = s->tbits + raw, cf = s->cbits + raw;
+    v[CX_XOR_H] = n > 0 ? xf / n : NAN;
+    v[CX_TOK_H] = n > 0 ? tf / n : NAN;
+    v[CX_CTX_H] = n > 0 ? cf / n : NAN;
+    v[CX_RAW] = n > 0 ? raw / n : NAN;
+    v[CX_XOR_FLOOR] = n > 0 ? xf / 8 : NAN;
+    v[CX_TOK_FLOOR] = n > 0 ? tf / 8 : NAN;
+    v[CX_CTX_FLOOR] = n > 0 ? cf / 8 : NAN;
+    v[CX_TOK_GAIN] = n > 0 && xf > 0 ? 1 - tf / xf : NAN;
+    v[CX_CTX_GAIN] = n > 0 && xf > 0 ? 1 - cf / xf : NAN;
+}
+
+/* A file's figures summed over its dtypes. */
+static void file_ctx_stats(const file_res* f, astats* s)
+{
+    memset(s, 0, sizeof *s);
+    for (size_t i = 0; i < f->nd; i++) stats_add(s, &f->d[i].all);
+}
+
 static const char* human_ratio(double r, char* buf, size_t cap)
 {
     if (isnan(r)) snprintf(buf, cap, "-");
@@ -1125,7 +1290,8 @@ static void print_bits_table(const dtype_res* d, int flips)
     }
 }
 
-static void print_row(const char* name, const astats* s, int ntens, unsigned w)
+/* cx: the table has reference-conditioned columns (bits per value). */
+static void print_row(const char* name, const astats* s, int ntens, unsigned w, int cx)
 {
     char r1[32], r2[32];
     int const x = s->xvalues > 0;
@@ -1137,6 +1303,12 @@ static void print_row(const char* name, const astats* s, int ntens, unsigned w)
         else printf("      ");
     }
     printf("%*s", w < 3 ? 6 * (3 - (int)w) : 0, "");
+    if (cx) {
+        double v[NCX];
+        ctx_figures(s, v);
+        if (s->cvalues) printf(" %5.2f %5.2f %5.2f", v[CX_XOR_H], v[CX_TOK_H], v[CX_CTX_H]);
+        else printf(" %5s %5s %5s", "-", "-", "-");
+    }
     printf(" %9s %9s\n", human_ratio(ratio_of((double)s->bytes, floor_bytes(s)), r1, sizeof r1),
            human_ratio(ratio_of((double)s->bytes, (double)s->lmc_bytes), r2, sizeof r2));
 }
@@ -1160,20 +1332,36 @@ static void print_file(const ckpt* c, const file_res* f, int traj)
     if (f->zstd_bytes >= 0) printf("  zstd -3 %s", human_ratio(ratio_of((double)f->size, (double)f->zstd_bytes), r3, sizeof r3));
     if (f->bzip2_bytes >= 0) printf("  bzip2 -9 %s", human_ratio(ratio_of((double)f->size, (double)f->bzip2_bytes), r4, sizeof r4));
     printf("\n");
+    {
+        astats a;
+        file_ctx_stats(f, &a);
+        if (a.cvalues) {
+            double v[NCX];
+            ctx_figures(&a, v);
+            double const b = (double)a.cbytes;
+            char gain[32];
+            if (isnan(v[CX_CTX_GAIN])) snprintf(gain, sizeof gain, "-");
+            else snprintf(gain, sizeof gain, "%.1f%%", 100.0 * v[CX_CTX_GAIN]);
+            printf("   difference tokens (%llu matched bf16/f16/f32 values): floor / bytes: XOR groups %.4f, tokens %.4f,"
+                   " tokens | ref ctx %.4f (gain %s)\n", (unsigned long long)a.cvalues,
+                   v[CX_XOR_FLOOR] / b, v[CX_TOK_FLOOR] / b, v[CX_CTX_FLOOR] / b, gain);
+        }
+    }
     for (size_t i = 0; i < f->nd; i++) {
         const dtype_res* d = &f->d[i];
         int const x = d->all.xvalues > 0;
+        int const cx = d->all.cvalues > 0;
         printf("   %s: %u bytes/value, %llu values\n", lmc_dtype_name(d->dt), d->all.w, (unsigned long long)d->all.values);
         char hl[32];
         snprintf(hl, sizeof hl, "%s b0..b%u", x ? "H(xor)" : "H", d->all.w - 1);
-        printf("    %-22s %7s %11s %9s  %-*s %9s %9s\n", "class", "tensors", "values", "unchanged",
-               6 * (int)(d->all.w < 3 ? 3 : d->all.w) - 1, hl, "ideal", "lmc");
+        printf("    %-22s %7s %11s %9s  %-*s%s %9s %9s\n", "class", "tensors", "values", "unchanged",
+               6 * (int)(d->all.w < 3 ? 3 : d->all.w) - 1, hl, cx ? " xor/v tok/v ctx/v" : "", "ideal", "lmc");
         for (int k = 0; k < NCLS; k++)
-            if (d->cls[k].values || d->cls[k].bytes) print_row(g_cls_name[k], &d->cls[k], (int)d->cls[k].ntensors, d->all.w);
-        print_row("all", &d->all, (int)d->all.ntensors, d->all.w);
+            if (d->cls[k].values || d->cls[k].bytes) print_row(g_cls_name[k], &d->cls[k], (int)d->cls[k].ntensors, d->all.w, cx);
+        print_row("all", &d->all, (int)d->all.ntensors, d->all.w, cx);
         if (o.tensors) {
             for (size_t t = 0; t < f->nt; t++)
-                if (f->t[t].dt == d->dt) print_row(f->t[t].name, &f->t[t].st, 1, d->all.w);
+                if (f->t[t].dt == d->dt) print_row(f->t[t].name, &f->t[t].st, 1, d->all.w, cx);
         }
         if (!o.brief && d->all.values) {
             print_bits_table(d, 0);
@@ -1249,6 +1437,18 @@ static void json_num(FILE* out, double v)
     else fprintf(out, "%.17g", v);
 }
 
+static void json_refctx(FILE* out, const astats* s, const char* ind)
+{
+    double v[NCX];
+    ctx_figures(s, v);
+    fprintf(out, "%s\"ctx_values\": %llu, \"ctx_bytes\": %llu", ind, (unsigned long long)s->cvalues, (unsigned long long)s->cbytes);
+    for (int i = 0; i < NCX; i++) {
+        if (i == CX_XOR_FLOOR) fprintf(out, ",\n%s", ind); else fputs(", ", out);
+        fprintf(out, "\"%s\": ", g_cx_name[i]);
+        json_num(out, v[i]);
+    }
+}
+
 static void json_stats(FILE* out, const astats* s, const char* ind)
 {
     unsigned const w = s->w;
@@ -1278,6 +1478,8 @@ static void json_stats(FILE* out, const astats* s, const char* ind)
     json_num(out, ratio_of((double)s->bytes, floor_bytes(s)));
     fprintf(out, ", \"lmc_bytes\": %llu, \"lmc_ratio\": ", (unsigned long long)s->lmc_bytes);
     json_num(out, ratio_of((double)s->bytes, (double)s->lmc_bytes));
+    fputs(",\n", out);
+    json_refctx(out, s, ind);
 }
 
 static void json_file(FILE* out, const file_res* f)
@@ -1301,6 +1503,12 @@ static void json_file(FILE* out, const file_res* f)
     if (f->bzip2_bytes >= 0) fprintf(out, "%lld", f->bzip2_bytes); else fputs("null", out);
     fputs(", \"bzip2_ratio\": ", out);
     json_num(out, f->bzip2_bytes >= 0 ? ratio_of((double)f->size, (double)f->bzip2_bytes) : NAN);
+    fputs(",\n", out);
+    {
+        astats a;
+        file_ctx_stats(f, &a);
+        json_refctx(out, &a, "       ");
+    }
     fputs(",\n       \"dtypes\": [", out);
     for (size_t i = 0; i < f->nd; i++) {
         const dtype_res* d = &f->d[i];
@@ -1422,6 +1630,16 @@ static void csv_val(const csv_ctx* x, const char* metric, int index, double v)
     fputc('\n', out);
 }
 
+static void csv_refctx(const csv_ctx* x, const astats* s)
+{
+    if (!s->cvalues) return;
+    double v[NCX];
+    ctx_figures(s, v);
+    csv_val(x, "ctx_values", -1, (double)s->cvalues);
+    csv_val(x, "ctx_bytes", -1, (double)s->cbytes);
+    for (int i = 0; i < NCX; i++) csv_val(x, g_cx_name[i], -1, v[i]);
+}
+
 static void csv_stats(const csv_ctx* x, const astats* s)
 {
     csv_val(x, "values", -1, (double)s->values);
@@ -1438,6 +1656,7 @@ static void csv_stats(const csv_ctx* x, const astats* s)
     csv_val(x, "ideal_ratio", -1, ratio_of((double)s->bytes, floor_bytes(s)));
     csv_val(x, "lmc_bytes", -1, (double)s->lmc_bytes);
     csv_val(x, "lmc_ratio", -1, ratio_of((double)s->bytes, (double)s->lmc_bytes));
+    csv_refctx(x, s);
 }
 
 static void csv_write(FILE* out, const ckpt* cs, size_t n)
@@ -1454,6 +1673,11 @@ static void csv_write(FILE* out, const ckpt* cs, size_t n)
             csv_val(&x, "lmc_ratio", -1, ratio_of((double)f->size, (double)f->lmc_bytes));
             if (f->zstd_bytes >= 0) { csv_val(&x, "zstd_bytes", -1, (double)f->zstd_bytes); csv_val(&x, "zstd_ratio", -1, ratio_of((double)f->size, (double)f->zstd_bytes)); }
             if (f->bzip2_bytes >= 0) { csv_val(&x, "bzip2_bytes", -1, (double)f->bzip2_bytes); csv_val(&x, "bzip2_ratio", -1, ratio_of((double)f->size, (double)f->bzip2_bytes)); }
+            {
+                astats a;
+                file_ctx_stats(f, &a);
+                csv_refctx(&x, &a);
+            }
             for (size_t d = 0; d < f->nd; d++) {
                 const dtype_res* dr = &f->d[d];
                 x.dtype = lmc_dtype_name(dr->dt);

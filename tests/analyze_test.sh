@@ -29,7 +29,7 @@ check() { # check NAME CONDITION-COMMAND...
 pycheck() {
     local name=$1 file=$2 expr=$3 out
     out=$(python3 - "$file" "$expr" 2>&1 <<'EOF'
-import json, sys
+import json, math, sys
 d = json.load(open(sys.argv[1]))
 f = d["checkpoints"][-1]["files"][0]
 dt = f["dtypes"][0]
@@ -175,6 +175,123 @@ EOF
 pycheck "tensor > 4 MiB: per-tensor lmc bytes = lmc --dtype=bf16 -r on the raw bytes" big.json "dt['lmc_bytes'] == $(stat -c %s big2.lmc) and dt['values'] == 5 << 19"
 rm -f big.raw big2.raw big.safetensors big2.safetensors big2.lmc
 
+# ---------------------------------------------------------------- difference tokens (REFCTX)
+# Reference-conditioned tokens: t = mono(c) - mono(r) (negated for r < 0),
+# token 0 or 2k-1+(t<0) with k = bit length of |t| and k-1 raw bits, context
+# bits W-9..W-2 of r, entropies per 64 Ki-value block.
+python3 - <<'EOF'
+import struct, json
+
+def st(path, tensors):
+    hdr = {}
+    off = 0
+    for name, dt, data in tensors:
+        w = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "I16": 2}[dt]
+        hdr[name] = {"dtype": dt, "shape": [len(data) // w], "data_offsets": [off, off + len(data)]}
+        off += len(data)
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(t[2] for t in tensors))
+
+def h16(v): return b"".join(struct.pack("<H", x) for x in v)
+def h32(v): return b"".join(struct.pack("<I", x) for x in v)
+
+N = 4096
+# plus1: one exponent (bf16 1.0 .. 1.49), every delta +1: token 1, no raw bits
+ref_a = [0x3F80 + (i % 64) for i in range(N)]
+# signs: references of both signs in one context (the sign is not part of
+# it); pattern + 1 (|value| grew: t = +1, token 1) for half the values, the
+# others unchanged (token 0, whatever the sign): H = 1 bit with or without
+# the context
+ref_n = [(0x3F80 if i % 2 == 0 else 0xBF80) + (i % 64) for i in range(N)]
+cur_n = [r + 1 if i % 4 < 2 else r for i, r in enumerate(ref_n)]
+# twoexp: exponents 127 (delta +1, token 1) and 126 (delta -1, token 2),
+# which differ in their lowest bit only, alternate: H(token) = 1 bit,
+# H(token | exponent) = 0
+ref_2 = [0x3F80 + (i % 64) if i % 2 == 0 else 0x3F00 + (i % 64) for i in range(N)]
+cur_2 = [r + 1 if i % 2 == 0 else r - 1 for i, r in enumerate(ref_2)]
+ref_2f = [0x3F800000 + i if i % 2 == 0 else 0x3F000000 + i for i in range(N)]
+cur_2f = [r + 1 if i % 2 == 0 else r - 1 for i, r in enumerate(ref_2f)]
+# plus5: |t| = 4 or 5, alternating: one token (k = 3), 2 raw bits per value
+ref_5 = [0x3F80 + (i % 32) for i in range(N)]
+cur_5 = [r + (5 if i % 2 else 4) for i, r in enumerate(ref_5)]
+st("rc_ref.safetensors", [("a.plus1", "BF16", h16(ref_a)), ("b.signs", "BF16", h16(ref_n)),
+                          ("c.twoexp", "BF16", h16(ref_2)), ("d.plus5", "BF16", h16(ref_5)),
+                          ("e.inf", "BF16", h16([0x7F80] * N)), ("f.bytes", "U8", bytes(N)),
+                          ("f.int16", "I16", h16([0x3F80] * N)),
+                          ("g.f16", "F16", h16([0x3C00 if i % 2 == 0 else 0x3C80 for i in range(N)])),
+                          ("h.f32", "F32", h32([0x3F800000 + i for i in range(N)])),
+                          ("h.f32twoexp", "F32", h32(ref_2f)),
+                          ("i.f32inf", "F32", h32([0x7F800000] * N)),
+                          ("j.f32neg", "F32", h32([0xBF800000] * N))])
+st("rc_cur.safetensors", [("a.plus1", "BF16", h16([r + 1 for r in ref_a])), ("b.signs", "BF16", h16(cur_n)),
+                          ("c.twoexp", "BF16", h16(cur_2)), ("d.plus5", "BF16", h16(cur_5)),
+                          # +inf -> -inf: |t| = 0xFF01, k = 16, token 32, 15 raw bits
+                          ("e.inf", "BF16", h16([0xFF80] * N)), ("f.bytes", "U8", bytes(range(256)) * (N // 256)),
+                          ("f.int16", "I16", h16([0x3F81] * N)),
+                          # f16 context = bits 7..14: the exponent and 3 high mantissa bits
+                          ("g.f16", "F16", h16([0x3C01 if i % 2 == 0 else 0x3C7F for i in range(N)])),
+                          ("h.f32", "F32", h32([0x3F800000 + i + 0x10000 for i in range(N)])),
+                          ("h.f32twoexp", "F32", h32(cur_2f)),
+                          ("i.f32inf", "F32", h32([0xFF800000] * N)),
+                          ("j.f32neg", "F32", h32([0x3F800000] * N)),
+                          ("k.unmatched", "BF16", h16([0x3F80] * N))])
+
+# blocks of 64 Ki values, across read windows: 40 blocks (5 MiB of bf16),
+# token 1 in even blocks and token 2 in odd ones. Every block has one token,
+# so the entropy is 0; cut anywhere else, it would not be.
+B = 65536
+st("rc_blk_ref.safetensors", [("blk", "BF16", struct.pack("<H", 0x3F80) * B * 40)])
+st("rc_blk_cur.safetensors", [("blk", "BF16", (struct.pack("<H", 0x3F81) * B + struct.pack("<H", 0x3F7F) * B) * 20)])
+EOF
+"$LMC" analyze --json -r rc_ref.safetensors rc_cur.safetensors > rc.json
+rcten() { # rcten CHECK-NAME TENSOR EXPR: EXPR on t = the tensor (any dtype)
+    pycheck "$1" rc.json "(lambda t: $3)({x['name']: x for y in f['dtypes'] for x in y['tensors']}['$2'])"
+}
+rcten "tokens: bf16 deltas +1 in one exponent: tok and ctx entropy 0, no raw bits" a.plus1 \
+    't["ctx_values"] == 4096 and t["tok_entropy"] == 0 and t["ctx_entropy"] == 0 and t["tok_raw_bits"] == 0 and t["ctx_floor_bytes"] == 0 and t["tok_floor_bytes"] == 0'
+rcten "tokens: +1: XOR floor > 0, gains 1, xor_value_entropy = sum of xor_entropy" a.plus1 \
+    't["xor_value_entropy"] > 0 and t["ctx_gain"] == 1 and t["tok_gain"] == 1 and abs(t["xor_value_entropy"] - sum(t["xor_entropy"])) < 1e-12 and abs(t["xor_value_floor_bytes"] - t["floor_bytes"]) < 1e-9'
+rcten "tokens: both signs, |value| grew or unchanged: tokens 1 and 0, 1 bit" b.signs 'abs(t["tok_entropy"] - 1) < 1e-12 and abs(t["ctx_entropy"] - 1) < 1e-12 and t["tok_raw_bits"] == 0'
+rcten "tokens: two exponents, two constant tokens: H(tok) = 1, H(tok | ctx) = 0" c.twoexp \
+    'abs(t["tok_entropy"] - 1) < 1e-12 and t["ctx_entropy"] == 0 and t["tok_raw_bits"] == 0 and abs(t["tok_floor_bytes"] - 512) < 1e-9 and t["ctx_floor_bytes"] == 0'
+rcten "tokens: |t| = 4 or 5: one token, 2 raw bits per value" d.plus5 \
+    't["tok_raw_bits"] == 2 and t["tok_entropy"] == 2 and t["ctx_entropy"] == 2 and t["ctx_floor_bytes"] == 1024'
+rcten "tokens: bf16 +inf -> -inf: the largest token, 15 raw bits" e.inf 't["tok_raw_bits"] == 15 and t["tok_entropy"] == 15 and t["ctx_entropy"] == 15'
+rcten "tokens: none for u8" f.bytes 't["ctx_values"] == 0 and t["tok_entropy"] is None and t["ctx_entropy"] is None and t["ctx_gain"] is None and t["xor_entropy"] is not None'
+rcten "tokens: none for i16 (2 bytes, not a float)" f.int16 't["ctx_values"] == 0 and t["tok_entropy"] is None and t["xor_entropy"] is not None'
+rcten "tokens: f16 context = bits 7..14 (exponent + 3 mantissa bits)" g.f16 \
+    'abs(t["tok_entropy"] - 1) < 1e-12 and t["ctx_entropy"] == 0 and t["ctx_bytes"] == 8192'
+rcten "tokens: f32 |t| = 2^16: 16 raw bits" h.f32 't["ctx_values"] == 4096 and t["tok_raw_bits"] == 16 and t["tok_entropy"] == 16 and t["ctx_entropy"] == 16 and t["ctx_bytes"] == 16384'
+rcten "tokens: f32, two exponents, two constant tokens: H(tok) = 1, H(tok | ctx) = 0" h.f32twoexp \
+    'abs(t["tok_entropy"] - 1) < 1e-12 and t["ctx_entropy"] == 0 and t["tok_raw_bits"] == 0'
+rcten "tokens: f32 +inf -> -inf: |t| = 0xFF000001 >= 2^31, 31 raw bits" i.f32inf 't["tok_raw_bits"] == 31 and t["tok_entropy"] == 31'
+rcten "tokens: f32 -1.0 -> 1.0: |t| = 0x7F000001, 30 raw bits" j.f32neg 't["tok_raw_bits"] == 30 and t["tok_entropy"] == 30'
+rcten "tokens: none for an unmatched tensor" k.unmatched 't["ctx_values"] == 0 and t["ctx_entropy"] is None'
+pycheck "tokens: dtype and file sums cover matched bf16/f16/f32 only" rc.json \
+    '[(x["dtype"], x["ctx_values"]) for x in f["dtypes"]] == [("bf16", 5 * 4096), ("u8", 0), ("i16", 0), ("f16", 4096), ("f32", 4 * 4096)] and f["ctx_values"] == 10 * 4096 and f["ctx_bytes"] == 4096 * (2 * 6 + 4 * 4)'
+pycheck "tokens: file raw bits and floors are the sums over tensors" rc.json \
+    'abs(f["ctx_floor_bytes"] - (512 + 1024 + (15 + 16 + 31 + 30) * 512)) < 1e-6 and abs(f["tok_floor_bytes"] - f["ctx_floor_bytes"] - 3 * 512) < 1e-6 and abs(f["tok_raw_bits"] * f["ctx_values"] - 8 * (1024 + (15 + 16 + 31 + 30) * 512)) < 1e-6'
+pycheck "tokens: class sums (XOR floor over the same values)" rc.json \
+    'abs(cls["other"]["xor_value_floor_bytes"] - sum(t["floor_bytes"] for t in dt["tensors"] if t["ctx_values"])) < 1e-6 and cls["other"]["ctx_values"] == 5 * 4096'
+"$LMC" analyze --json -r rc_blk_ref.safetensors rc_blk_cur.safetensors > rcblk.json
+pycheck "tokens: entropy per 64 Ki-value block, across 4 MiB read windows" rcblk.json \
+    'dt["ctx_values"] == 40 * 65536 and dt["tok_entropy"] == 0 and dt["ctx_entropy"] == 0 and dt["xor_value_entropy"] == 0 and f["ctx_floor_bytes"] == 0'
+rm -f rc_blk_ref.safetensors rc_blk_cur.safetensors
+"$LMC" analyze --json rc_cur.safetensors > rcnoref.json
+pycheck "tokens: no reference: ctx_values 0, figures null" rcnoref.json \
+    'f["ctx_values"] == 0 and f["ctx_entropy"] is None and all(x["ctx_values"] == 0 and x["tok_entropy"] is None and x["xor_value_floor_bytes"] is None for x in f["dtypes"])'
+"$LMC" analyze --csv -r rc_ref.safetensors rc_cur.safetensors > rc.csv
+check "tokens: csv: tensor ctx_entropy row" grep -q ",bf16,tensor,c.twoexp,other,ctx_entropy,,0$" rc.csv
+check "tokens: csv: tensor tok_entropy row" grep -q ",bf16,tensor,c.twoexp,other,tok_entropy,,1$" rc.csv
+check "tokens: csv: file ctx_values row" grep -q ",,file,rc_cur.safetensors,,ctx_values,,40960$" rc.csv
+check "tokens: csv: no token rows for u8" bash -c '! grep -Eq ",u8,[a-z]+,[^,]*,[^,]*,(ctx|tok)_" rc.csv'
+"$LMC" analyze --tensors -r rc_ref.safetensors rc_cur.safetensors > rc.txt
+check "tokens: table: xor/v tok/v ctx/v columns and the file line" bash -c 'grep -q "xor/v tok/v ctx/v" rc.txt && grep -q "difference tokens (40960 matched" rc.txt && grep -Eq "^    c.twoexp .* 1.00  0.00 " rc.txt'
+"$LMC" analyze rc_cur.safetensors > rcnoref.txt
+check "tokens: table: no token columns without a reference" bash -c '! grep -q "ctx/v" rcnoref.txt && ! grep -q "difference tokens" rcnoref.txt'
+
 # ---------------------------------------------------------------- formats
 "$LMC" analyze --ref zero.safetensors zero_flip.safetensors > table.txt
 check "table: exit 0" test -s table.txt
@@ -210,6 +327,7 @@ pycheck "trajectory: model flips 1/n at bit 0 for step 200" traj.json '[x for x 
 pycheck "trajectory: model step 300 (2 changed vs 1): 1 value differs" traj.json '[x for x in d["checkpoints"][2]["files"] if x["key"] == "model.safetensors"][0]["dtypes"][0]["unchanged"] == 4095 / 4096'
 pycheck "trajectory: optim file classed optimizer" traj.json '[x for x in d["checkpoints"][2]["files"] if x["key"] == "optim.safetensors"][0]["dtypes"][0]["classes"][0]["class"] == "optimizer"'
 pycheck "trajectory: delta ratio per step and class" traj.json 'sorted({(t["step"], t["file"], t["class"]) for t in d["trajectory"]}) == sorted({(s, k, c) for s in (200, 300) for k, c in (("model.safetensors", "all"), ("model.safetensors", "attention"), ("optim.safetensors", "all"), ("optim.safetensors", "optimizer"))}) and all(t["lmc_ratio"] > 1 for t in d["trajectory"])'
+pycheck "trajectory: tokens per step (one value of 4096 +1, one context)" traj.json '[abs(x["dtypes"][0]["tok_entropy"] - (4096 * math.log2(4096) - 4095 * math.log2(4095)) / 4096) < 1e-12 and x["dtypes"][0]["ctx_entropy"] == x["dtypes"][0]["tok_entropy"] for x in d["checkpoints"][1]["files"] + d["checkpoints"][2]["files"]] == [True] * 4 and [x["ctx_values"] for x in d["checkpoints"][0]["files"]] == [0, 0]'
 "$LMC" analyze traj > traj.txt
 check "trajectory: table over time" grep -q "compressibility over time: model.safetensors" traj.txt
 "$LMC" analyze --json traj/step-000100 traj/step-000200 > pair.json
