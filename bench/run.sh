@@ -50,6 +50,8 @@ gcc -O2 -Wall -Wextra bench/bgzstd.c -lzstd -o build/bench/bgzstd
 gcc -O2 -Wall -Wextra bench/blosc_bench.c -lblosc -o build/bench/blosc_bench
 gcc -O2 -Iinclude -Ilib/common -Ilib/encode -Ilib/decode -Ilib/container -Ilib \
     bench/floor.c "$TMP/liblmc.a" -ljansson -lpthread -lm -o build/floor
+gcc -O2 -Iinclude -Ilib/common -Ilib/encode -Ilib/decode -Ilib/container -Ilib \
+    bench/refctx_stages.c "$TMP/liblmc.a" -ljansson -lpthread -lm -o build/bench/refctx_stages
 
 # ---- 1. trajectory ---------------------------------------------------------
 GEN_ARGS="--d-model 256 --layers 4 --heads 8 --seq-len 128 --batch 8 --steps 600 --save-from 200 --every 100 --threads 1"
@@ -134,17 +136,17 @@ cli_peer() {  # cli_peer KIND MODE TOOL THREADS INPUT "COMPRESS (IN->Z)" "DECOMP
     rm -f "$Z" "$D"
 }
 
-lmc_bench() {  # lmc_bench KIND MODE NEW [REF] ; in-memory `lmc -b`
+lmc_bench() {  # lmc_bench KIND MODE NEW [REF] ; in-memory `lmc -b $LMC_FLAGS`, rows named $LMC_TOOL
     local kind=$1 mode=$2 new=$3 ref=${4:-} th line n z c d
     for th in 1 2; do
-        if [ -n "$ref" ]; then line=$("$LMC" -b "$new" -r "$ref" -T "$th" -i 5) || fail "lmc -b failed on $new -r $ref"
-        else line=$("$LMC" -b "$new" -T "$th" -i 5) || fail "lmc -b failed on $new"; fi
+        if [ -n "$ref" ]; then line=$("$LMC" -b $LMC_FLAGS "$new" -r "$ref" -T "$th" -i 5) || fail "lmc -b failed on $new -r $ref"
+        else line=$("$LMC" -b $LMC_FLAGS "$new" -T "$th" -i 5) || fail "lmc -b failed on $new"; fi
         echo "    $line" >&2
         n=$(echo "$line" | sed -E 's/.*: ([0-9]+) -> ([0-9]+) .*/\1/')
         z=$(echo "$line" | sed -E 's/.*: ([0-9]+) -> ([0-9]+) .*/\2/')
         c=$(echo "$line" | sed -E 's/.*, compress ([0-9.]+) MB\/s.*/\1/')
         d=$(echo "$line" | sed -E 's/.*decompress ([0-9.]+) MB\/s.*/\1/')
-        row "$kind" "$mode" "lmc" "$th" "$n" "$z" "$c" "$d" 5 5 "in memory (lmc -b -i 5)"
+        row "$kind" "$mode" "$LMC_TOOL" "$th" "$n" "$z" "$c" "$d" 5 5 "in memory (lmc -b $LMC_FLAGS -i 5)"
     done
 }
 
@@ -159,7 +161,7 @@ c_peer() {  # c_peer KIND MODE TOOL THREADS BIN ARGS... ; prints "IN OUT C D"
 }
 
 # ---- 4. run ----------------------------------------------------------------
-declare -A INFO
+declare -A INFO STAGES
 for kind in $KINDS; do
     new="$TMP/$kind.new"; old="$TMP/$kind.old"; xor="$TMP/$kind.xor"
     cp "$LAST/$kind.safetensors" "$new"; cp "$PREV/$kind.safetensors" "$old"
@@ -170,7 +172,15 @@ for kind in $KINDS; do
         if [ "$mode" = full ]; then peer_in=$new; ref=""; else peer_in=$xor; ref=$old; fi
         log "$kind / $mode ($(stat -c %s "$new") bytes)"
         # lmc, in memory, then once through the CLI with a round-trip check (-T2)
-        lmc_bench "$kind" "$mode" "$new" $ref
+        LMC_FLAGS="" LMC_TOOL="lmc" lmc_bench "$kind" "$mode" "$new" $ref
+        if [ -n "$ref" ]; then
+            # the paper's LMC coding of deltas (XOR + byte groups), the baseline REFCTX must beat
+            LMC_FLAGS="--no-refctx" LMC_TOOL="lmc --no-refctx" lmc_bench "$kind" "$mode" "$new" $ref
+            # REFCTX coder alone, per stage (no framing, checksums or threads)
+            st=$(build/bench/refctx_stages "$new" "$ref" 7) || fail "refctx_stages failed on $new"
+            echo "$st" | sed 's/^/    /' >&2
+            STAGES[$kind]=$(echo "$st" | tail -n +2 | tr -s ' ' | tr '\n' ';' | sed 's/;$//')
+        fi
         if [ -n "$ref" ]; then
             cli_peer "$kind" "$mode" "lmc (CLI)" 1 "$new" '"$LMC" -q -f -T1 -r "$old" "$IN" -o "$Z"' '"$LMC" -q -f -d -T1 -r "$old" "$Z" -o "$D"'
             cli_peer "$kind" "$mode" "lmc (CLI)" 2 "$new" '"$LMC" -q -f -T2 -r "$old" "$IN" -o "$Z"' '"$LMC" -q -f -d -T2 -r "$old" "$Z" -o "$D"'
@@ -241,6 +251,26 @@ ver() { "$@" 2>&1 | head -n 1 | sed -E 's/^\*+ //; s/, by .*//; s/ \*+$//' | tr 
     echo "T2 = \`ZSTD_c_nbWorkers=2\` for compression; zstd decompression is single-threaded, so its T2 decompression is 1 thread."
     echo "zstd \`-T2\` at level 19 and \`xz -T2\` only split input into jobs/blocks larger than some of these files; \`lz4\` 1.9.4 and \`bzip2\` have no threads."
     echo "order-0 floor: \`bench/floor.c\` (entropy of lmc's byte groups per 64 KiB block, no RLE/framing) - a reference, not a tool."
+    echo "\`lmc --no-refctx\` rows: the same with the paper's LMC coding of deltas (XOR, byte groups, per-block entropy codes), no REFCTX blocks."
+    echo
+    echo "## Deltas: lmc against the best other coder"
+    echo
+    echo "Best of every other row of the same delta (\`lmc --no-refctx\`, byte-grouped zstd, blosc, zstd -1/-3/-19, lz4, pigz, bzip2 -9, xz -6); lmc and lmc --no-refctx at 1 thread."
+    echo "ZipNN is not in Debian and cannot be installed here (no PyPI): not measured."
+    echo
+    echo "| input | lmc ratio | lmc --no-refctx ratio | best other | its ratio | lmc smaller by |"
+    echo "|---|---:|---:|---|---:|---:|"
+    for kind in $KINDS; do
+        awk -F, -v k="$kind" 'NR > 1 && $1 == k && $2 == "delta" {
+            if ($3 == "lmc" && $4 == 1) l = $7
+            if ($3 == "lmc --no-refctx" && $4 == 1) p = $7
+            if ($3 != "lmc" && $3 != "lmc (CLI)" && $3 != "order-0 floor" && (b == "" || $7 + 0 < b + 0)) { b = $7; bt = $3 }
+        } END { printf "| %s delta | %s | %s | %s | %s | %.1f %% |\n", k, l, p, bt, b, 100 * (1 - l / b) }' "$CSV"
+    done
+    echo
+    echo "## REFCTX coder stages (bench/refctx_stages.c: float tensors only, one thread, in memory, median of 7)"
+    echo
+    for kind in $KINDS; do echo "- $kind delta: ${STAGES[$kind]}"; done
     echo
     for kind in $KINDS; do for mode in full delta; do
         echo "## $kind, $mode ($( [ "$mode" = full ] && echo "$(basename "$LAST")" || echo "$(basename "$LAST") vs $(basename "$PREV")"), $(stat -c %s "$LAST/$kind.safetensors") bytes)"

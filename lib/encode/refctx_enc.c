@@ -8,13 +8,31 @@
  * are coded backwards with 4 interleaved rANS states; raw bits go forwards
  * into their own stream. */
 #include <string.h>
+#if defined(__SSE2__)
+#  include <emmintrin.h>
+#endif
 #include "refctx_enc.h"
 #include "mem.h"
 
-/* One value: token, raw bits, context; returns the raw bit count.
+/* The analysis pass writes the raw-bit stream as it goes (LSB-first); whole
+ * bytes leave after every value, so at most 7 + 31 bits wait in acc. */
+typedef struct { uint64_t acc; unsigned nacc; uint8_t* o; } rawwriter;
+
+LMC_FORCE_INLINE void raw_put(rawwriter* rw, uint64_t bits, unsigned nb)
+{
+    rw->acc |= (bits & ((1ull << nb) - 1)) << rw->nacc;
+    rw->nacc += nb;
+    lmc_wr64(rw->o, rw->acc);
+    rw->o += rw->nacc >> 3;
+    rw->acc >>= rw->nacc & ~7u;
+    rw->nacc &= 7;
+}
+
+/* One value: token, context, count, raw bits.
  * t = (|c| or, across zero, ~|c|) - |r|: the format's mono difference without
- * the mapping (doc/format.md). The raw bits are e = t - base(token). */
-LMC_FORCE_INLINE unsigned analyse_value(lmc_refctx_ws* ws, size_t i, uint64_t c, uint64_t r, unsigned bits)
+ * the mapping (doc/format.md). The raw bits are e = t - base(token): the bits
+ * of |t| below its leading one, complemented when t < 0. */
+LMC_FORCE_INLINE void analyse_value(lmc_refctx_ws* ws, rawwriter* rw, size_t i, uint64_t c, uint64_t r, unsigned bits)
 {
     uint64_t const M = (1ull << (bits - 1)) - 1;
     int64_t const cross = -(int64_t)((c ^ r) >> (bits - 1));
@@ -24,13 +42,58 @@ LMC_FORCE_INLINE unsigned analyse_value(lmc_refctx_ws* ws, size_t i, uint64_t c,
     unsigned const k = 64u - (unsigned)__builtin_clzll(mag | 1) - (mag == 0);
     unsigned const tok = k ? 2 * k - 1 + (unsigned)(sm & 1) : 0;
     unsigned const ctx = lmc_refctx_ctx((uint32_t)r, bits);
-    /* negative: e = t - (1 - 2^k) = (2^k - 1) - |t|, the complement of the low k-1 bits */
     ws->tok[i] = (uint8_t)tok;
     ws->ctx[i] = (uint8_t)ctx;
-    ws->mag[i] = (uint32_t)(mag ^ (uint64_t)sm);
     ws->count[ctx][tok]++;
-    return k ? k - 1 : 0;
+    raw_put(rw, mag ^ (uint64_t)sm, k - (k != 0));
 }
+
+#if defined(__SSE2__)
+/* 16-bit values, 8 at a time: t, |t|, its bit length (from the exponent of
+ * |t| converted to float) and the token in SIMD lanes; counting and raw bits
+ * stay scalar. */
+static void analyse16_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src, const uint8_t* ref, size_t m, size_t* done)
+{
+    __m128i const lo15 = _mm_set1_epi32(0x7FFF), zero = _mm_setzero_si128();
+    __m128i const expo = _mm_set1_epi32(126), one = _mm_set1_epi32(1);
+    size_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+        __m128i const c16 = _mm_loadu_si128((const __m128i*)(const void*)(src + 2 * i));
+        __m128i const r16 = _mm_loadu_si128((const __m128i*)(const void*)(ref + 2 * i));
+        uint8_t tk[8], nbv[8];
+        uint32_t low[8];
+        for (int h = 0; h < 2; h++) {
+            __m128i const c = h ? _mm_unpackhi_epi16(c16, zero) : _mm_unpacklo_epi16(c16, zero);
+            __m128i const r = h ? _mm_unpackhi_epi16(r16, zero) : _mm_unpacklo_epi16(r16, zero);
+            __m128i const cross = _mm_srai_epi32(_mm_slli_epi32(_mm_xor_si128(c, r), 16), 31);
+            __m128i const t = _mm_sub_epi32(_mm_xor_si128(_mm_and_si128(c, lo15), cross), _mm_and_si128(r, lo15));
+            __m128i const sm = _mm_srai_epi32(t, 31);
+            __m128i const mag = _mm_sub_epi32(_mm_xor_si128(t, sm), sm);
+            /* bit length: float exponent - 126 for mag >= 1, 0 for mag = 0 (float 0.0) */
+            __m128i k = _mm_sub_epi32(_mm_srli_epi32(_mm_castps_si128(_mm_cvtepi32_ps(mag)), 23), expo);
+            k = _mm_and_si128(k, _mm_cmpgt_epi32(mag, zero));
+            __m128i const nz = _mm_cmpgt_epi32(k, zero);
+            __m128i const tok = _mm_and_si128(_mm_add_epi32(_mm_sub_epi32(_mm_add_epi32(k, k), one), _mm_and_si128(sm, one)), nz);
+            __m128i const nb = _mm_add_epi32(k, nz);   /* k - 1 where k > 0 (nz is -1 there) */
+            _mm_storeu_si128((__m128i*)(void*)(low + 4 * h), _mm_xor_si128(mag, sm));
+            uint32_t tt[4], bb[4];
+            _mm_storeu_si128((__m128i*)(void*)tt, tok);
+            _mm_storeu_si128((__m128i*)(void*)bb, nb);
+            for (int j = 0; j < 4; j++) { tk[4 * h + j] = (uint8_t)tt[j]; nbv[4 * h + j] = (uint8_t)bb[j]; }
+        }
+        /* contexts: the high bytes' low 7 bits and the next bit down: (r >> 7) & 255 */
+        __m128i const ctx16 = _mm_and_si128(_mm_srli_epi16(r16, 7), _mm_set1_epi16(0xFF));
+        __m128i const ctx8 = _mm_packus_epi16(ctx16, zero);
+        _mm_storel_epi64((__m128i*)(void*)(ws->ctx + i), ctx8);
+        memcpy(ws->tok + i, tk, 8);
+        for (int j = 0; j < 8; j++) {
+            ws->count[ws->ctx[i + j]][tk[j]]++;
+            raw_put(rw, low[j], nbv[j]);
+        }
+    }
+    *done = i;
+}
+#endif
 
 /* Bits to code a group's tokens with its own order-0 table, plus the table
  * and its bound byte. */
@@ -107,19 +170,25 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
 {
     for (unsigned i = 0; i < ws->npresent; i++) memset(ws->count[ws->present[i]], 0, sizeof(ws->count[0]));
     ws->m = m; ws->w = w; ws->alpha = lmc_refctx_alpha(w);
-    uint64_t raw = 0;
+    rawwriter rw = { 0, 0, ws->raw };
+    size_t i = 0;
     if (w == 2) {
-        for (size_t i = 0; i < m; i++) raw += analyse_value(ws, i, lmc_rd16(src + 2 * i), lmc_rd16(ref + 2 * i), 16);
+#if defined(__SSE2__)
+        analyse16_sse2(ws, &rw, src, ref, m, &i);
+#endif
+        for (; i < m; i++) analyse_value(ws, &rw, i, lmc_rd16(src + 2 * i), lmc_rd16(ref + 2 * i), 16);
     } else {
-        for (size_t i = 0; i < m; i++) raw += analyse_value(ws, i, lmc_rd32(src + 4 * i), lmc_rd32(ref + 4 * i), 32);
+        for (; i < m; i++) analyse_value(ws, &rw, i, lmc_rd32(src + 4 * i), lmc_rd32(ref + 4 * i), 32);
     }
-    ws->raw_bits = raw;
+    if (rw.nacc) *rw.o++ = (uint8_t)rw.acc;
+    ws->raw_bits = (uint64_t)(rw.o - ws->raw) * 8;   /* whole bytes: all that the size needs */
+    uint64_t const raw = ws->raw_bits;
+    /* contexts present: from the context bytes, not a scan of the count table */
+    memset(ws->seen, 0, sizeof(ws->seen));
+    for (size_t v = 0; v < m; v++) ws->seen[ws->ctx[v]] = 1;
     unsigned np = 0;
-    for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++) {
-        uint32_t any = 0;
-        for (unsigned s = 0; s < ws->alpha; s++) any |= ws->count[c][s];
-        if (any) ws->present[np++] = (uint8_t)c;
-    }
+    for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++)
+        if (ws->seen[c]) ws->present[np++] = (uint8_t)c;
     ws->npresent = np;
     build_groups(ws);
 
@@ -191,21 +260,8 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
     for (int j = 0; j < LMC_ANS_STATES; j++) { lmc_wr32(o, x[j]); o += 4; }
     lmc_wr32(o, (uint32_t)raw_bytes); o += 4;
 
-    /* raw bits, LSB-first: the bits of |t| below its leading one (or their
-     * complement). Whole bytes leave after every value: at most 7 + 31 bits wait. */
-    uint64_t acc = 0;
-    unsigned nacc = 0;
-    for (size_t v = 0; v < m; v++) {
-        unsigned const k = (ws->tok[v] + 1u) >> 1;
-        unsigned const nb = k - (k != 0);
-        acc |= (ws->mag[v] & ((1ull << nb) - 1)) << nacc;
-        nacc += nb;
-        lmc_wr64(o, acc);
-        o += nacc >> 3;
-        acc >>= nacc & ~7u;
-        nacc &= 7;
-    }
-    if (nacc) *o++ = (uint8_t)acc;
+    memcpy(o, ws->raw, raw_bytes);
+    o += raw_bytes;
     memcpy(o, p, nwords);
     return total;
 }

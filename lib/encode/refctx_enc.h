@@ -12,7 +12,7 @@
 typedef struct {
     uint32_t count[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];   /* tokens per context; rows of
                                                                   * `present` contexts are cleared lazily */
-    uint32_t mag[LMC_VBLOCK_MAX];       /* |t|, complemented when t < 0: its low k-1 bits are the raw bits */
+    uint8_t  raw[4 * LMC_VBLOCK_MAX + 16];      /* the raw-bit stream, written by the analysis pass */
     uint8_t  tok[LMC_VBLOCK_MAX];
     uint8_t  ctx[LMC_VBLOCK_MAX];
     uint8_t  present[LMC_REFCTX_CONTEXTS];
@@ -21,6 +21,7 @@ typedef struct {
     unsigned w, alpha, ngroups;
     size_t   m;
     uint64_t raw_bits;
+    uint8_t  seen[LMC_REFCTX_CONTEXTS];          /* contexts met in the block */
     uint8_t  bound[LMC_REFCTX_MAX_GROUPS];       /* first context of each group (bound[0] = 0) */
     uint8_t  map[LMC_REFCTX_CONTEXTS];           /* context -> group */
     uint16_t freq[LMC_REFCTX_MAX_GROUPS][LMC_REFCTX_ALPHA_MAX];

@@ -1,0 +1,88 @@
+/* refctx_stages.c - where REFCTX time goes: per-stage single-thread speed of
+ * the reference-conditioned coder on the float tensors of a real checkpoint
+ * pair, in memory, without framing, checksums or threads.
+ *
+ * Usage: refctx_stages NEW.safetensors REF.safetensors [iterations]
+ * Every 64 Ki-value block of every bf16/f16/f32 tensor with a same-named,
+ * same-size reference tensor is timed through:
+ *   prepare  tokens, contexts, counts, context merging, tables (encoder pass 1)
+ *   encode   rANS (backwards) and raw bits (encoder pass 2)
+ *   decode   tokens, then raw bits and values (both decoder passes)
+ * and the round trip is checked. MB/s = tensor bytes / median seconds. */
+#include <string.h>
+#include "bench_util.h"
+#include "lmc.h"
+#include "refctx_enc.h"
+#include "refctx_dec.h"
+
+typedef struct { const uint8_t* cur; const uint8_t* ref; size_t m; unsigned w; } vblock;
+
+int main(int argc, char** argv)
+{
+    if (argc < 3) { fprintf(stderr, "usage: %s NEW.safetensors REF.safetensors [iterations]\n", argv[0]); return 2; }
+    int const iters = argc > 3 ? atoi(argv[3]) : 5;
+    size_t nn, nr;
+    unsigned char* const nb = slurp(argv[1], &nn);
+    unsigned char* const rb = slurp(argv[2], &nr);
+    lmc_tensor_map *mn, *mr;
+    if (lmc_is_error(lmc_tensor_map_safetensors(&mn, nb, nn, nn)) || lmc_is_error(lmc_tensor_map_safetensors(&mr, rb, nr, nr))) {
+        fprintf(stderr, "not safetensors\n");
+        return 1;
+    }
+    size_t cap = 1024, nblk = 0;
+    vblock* blk = malloc(cap * sizeof(*blk));
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < lmc_tensor_map_count(mn); i++) {
+        const lmc_tensor_info* t = lmc_tensor_map_get(mn, i);
+        if (t->dtype != LMC_DTYPE_BF16 && t->dtype != LMC_DTYPE_F16 && t->dtype != LMC_DTYPE_F32) continue;
+        long const j = lmc_tensor_map_find(mr, t->name, t->name_len);
+        if (j < 0) continue;
+        const lmc_tensor_info* u = lmc_tensor_map_get(mr, (size_t)j);
+        if (u->dtype != t->dtype || u->size != t->size) continue;
+        size_t const n = t->size / t->width;
+        for (size_t b = 0; b < n; b += LMC_VBLOCK_MAX) {
+            if (nblk == cap) blk = realloc(blk, (cap *= 2) * sizeof(*blk));
+            size_t const m = n - b < LMC_VBLOCK_MAX ? n - b : LMC_VBLOCK_MAX;
+            blk[nblk++] = (vblock){ nb + t->offset + b * t->width, rb + u->offset + b * t->width, m, t->width };
+            bytes += m * t->width;
+        }
+    }
+    lmc_refctx_ws* ews = calloc(1, sizeof(*ews));
+    lmc_refctx_dws* dws = calloc(1, sizeof(*dws));
+    uint8_t** enc = malloc(nblk * sizeof(*enc));
+    size_t* esz = malloc(nblk * sizeof(*esz));
+    for (size_t k = 0; k < nblk; k++) enc[k] = malloc(blk[k].m * blk[k].w * 2 + 4096);
+    uint8_t* out = malloc(4 * LMC_VBLOCK_MAX);
+    double* tp = malloc(iters * sizeof(double));
+    double* te = malloc(iters * sizeof(double));
+    double* td = malloc(iters * sizeof(double));
+    uint64_t coded = 0;
+    for (int it = 0; it < iters; it++) {
+        double a = 0, e = 0, d = 0;
+        coded = 0;
+        for (size_t k = 0; k < nblk; k++) {
+            double const t0 = now();
+            (void)lmc_refctx_prepare(ews, blk[k].cur, blk[k].ref, blk[k].m, blk[k].w);
+            double const t1 = now();
+            esz[k] = lmc_refctx_encode(ews, enc[k], blk[k].m * blk[k].w * 2 + 4000);
+            double const t2 = now();
+            a += t1 - t0; e += t2 - t1;
+            coded += esz[k];
+        }
+        for (size_t k = 0; k < nblk; k++) {
+            double const t0 = now();
+            size_t const r = lmc_refctx_decode(dws, out, blk[k].m, blk[k].w, blk[k].ref, enc[k] + 4, esz[k] - 4);
+            d += now() - t0;
+            if (r != 0 || memcmp(out, blk[k].cur, blk[k].m * blk[k].w)) { fprintf(stderr, "round trip failed\n"); return 1; }
+        }
+        tp[it] = a; te[it] = e; td[it] = d;
+    }
+    qsort(tp, iters, sizeof(double), cmpd);
+    qsort(te, iters, sizeof(double), cmpd);
+    qsort(td, iters, sizeof(double), cmpd);
+    double const mb = (double)bytes / 1e6;
+    printf("%s: %zu blocks, %.1f MB of float tensors, REFCTX %.4f of them\n", argv[1], nblk, mb, (double)coded / (double)bytes);
+    printf("  prepare %7.1f MB/s\n  encode  %7.1f MB/s\n  compress (both) %7.1f MB/s\n  decode  %7.1f MB/s   (median of %d, 1 thread)\n",
+           mb / tp[iters / 2], mb / te[iters / 2], mb / (tp[iters / 2] + te[iters / 2]), mb / td[iters / 2], iters);
+    return 0;
+}
