@@ -45,6 +45,7 @@ LMC_FORCE_INLINE void analyse_value(lmc_refctx_ws* ws, rawwriter* rw, size_t i, 
     ws->tok[i] = (uint8_t)tok;
     ws->ctx[i] = (uint8_t)ctx;
     ws->count[ctx][tok]++;
+    ws->seen[ctx] = 1;
     raw_put(rw, mag ^ (uint64_t)sm, k - (k != 0));
 }
 
@@ -60,8 +61,8 @@ static void analyse16_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src,
     for (; i + 8 <= m; i += 8) {
         __m128i const c16 = _mm_loadu_si128((const __m128i*)(const void*)(src + 2 * i));
         __m128i const r16 = _mm_loadu_si128((const __m128i*)(const void*)(ref + 2 * i));
-        uint8_t tk[8], nbv[8];
         uint32_t low[8];
+        __m128i tokv[2], nbv2[2];
         for (int h = 0; h < 2; h++) {
             __m128i const c = h ? _mm_unpackhi_epi16(c16, zero) : _mm_unpacklo_epi16(c16, zero);
             __m128i const r = h ? _mm_unpackhi_epi16(r16, zero) : _mm_unpacklo_epi16(r16, zero);
@@ -73,21 +74,22 @@ static void analyse16_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src,
             __m128i k = _mm_sub_epi32(_mm_srli_epi32(_mm_castps_si128(_mm_cvtepi32_ps(mag)), 23), expo);
             k = _mm_and_si128(k, _mm_cmpgt_epi32(mag, zero));
             __m128i const nz = _mm_cmpgt_epi32(k, zero);
-            __m128i const tok = _mm_and_si128(_mm_add_epi32(_mm_sub_epi32(_mm_add_epi32(k, k), one), _mm_and_si128(sm, one)), nz);
-            __m128i const nb = _mm_add_epi32(k, nz);   /* k - 1 where k > 0 (nz is -1 there) */
+            tokv[h] = _mm_and_si128(_mm_add_epi32(_mm_sub_epi32(_mm_add_epi32(k, k), one), _mm_and_si128(sm, one)), nz);
+            nbv2[h] = _mm_add_epi32(k, nz);   /* k - 1 where k > 0 (nz is -1 there) */
             _mm_storeu_si128((__m128i*)(void*)(low + 4 * h), _mm_xor_si128(mag, sm));
-            uint32_t tt[4], bb[4];
-            _mm_storeu_si128((__m128i*)(void*)tt, tok);
-            _mm_storeu_si128((__m128i*)(void*)bb, nb);
-            for (int j = 0; j < 4; j++) { tk[4 * h + j] = (uint8_t)tt[j]; nbv[4 * h + j] = (uint8_t)bb[j]; }
         }
+        uint8_t tk[16], nbv[16];
+        _mm_storeu_si128((__m128i*)(void*)tk, _mm_packus_epi16(_mm_packs_epi32(tokv[0], tokv[1]), zero));
+        _mm_storeu_si128((__m128i*)(void*)nbv, _mm_packus_epi16(_mm_packs_epi32(nbv2[0], nbv2[1]), zero));
         /* contexts: the high bytes' low 7 bits and the next bit down: (r >> 7) & 255 */
         __m128i const ctx16 = _mm_and_si128(_mm_srli_epi16(r16, 7), _mm_set1_epi16(0xFF));
         __m128i const ctx8 = _mm_packus_epi16(ctx16, zero);
         _mm_storel_epi64((__m128i*)(void*)(ws->ctx + i), ctx8);
         memcpy(ws->tok + i, tk, 8);
         for (int j = 0; j < 8; j++) {
-            ws->count[ws->ctx[i + j]][tk[j]]++;
+            unsigned const cx = ws->ctx[i + j];
+            ws->count[cx][tk[j]]++;
+            ws->seen[cx] = 1;
             raw_put(rw, low[j], nbv[j]);
         }
     }
@@ -172,6 +174,7 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
     ws->m = m; ws->w = w; ws->alpha = lmc_refctx_alpha(w);
     rawwriter rw = { 0, 0, ws->raw };
     size_t i = 0;
+    memset(ws->seen, 0, sizeof(ws->seen));
     if (w == 2) {
 #if defined(__SSE2__)
         analyse16_sse2(ws, &rw, src, ref, m, &i);
@@ -183,9 +186,6 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
     if (rw.nacc) *rw.o++ = (uint8_t)rw.acc;
     ws->raw_bits = (uint64_t)(rw.o - ws->raw) * 8;   /* whole bytes: all that the size needs */
     uint64_t const raw = ws->raw_bits;
-    /* contexts present: from the context bytes, not a scan of the count table */
-    memset(ws->seen, 0, sizeof(ws->seen));
-    for (size_t v = 0; v < m; v++) ws->seen[ws->ctx[v]] = 1;
     unsigned np = 0;
     for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++)
         if (ws->seen[c]) ws->present[np++] = (uint8_t)c;
