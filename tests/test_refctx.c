@@ -15,6 +15,7 @@
 #include "error.h"
 #include "refctx_enc.h"
 #include "refctx_dec.h"
+#include "frame.h"
 
 typedef struct { lmc_refctx_ws* enc; lmc_refctx_dws* dec; uint8_t *cur, *ref, *buf, *out; } rc_state;
 
@@ -256,6 +257,31 @@ static void test_frame_choice(void** state)
     }
     /* the differences are +-1 ulp: far cheaper than their XOR, which flips runs of bits */
     assert_true(sizes[0] < sizes[1]);
+
+    /* values unrelated to their reference (Adam's first moment after many
+     * steps): the blocks fall back to plain byte groups, within a few bytes
+     * of what the coder without REFCTX writes, and still round trip */
+    for (size_t i = 0; i < m; i++)
+        lmc_wr16(cur + 2 * i, (uint16_t)(((tu_next(&r) & 1) << 15) | (100 + tu_next(&r) % 4) << 7 | (tu_next(&r) & 0x7F)));
+    size_t fresh[2];
+    for (int mode = 0; mode < 2; mode++) {
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_CODERS, mode ? 0xFF & ~(1u << LMC_CODER_REFCTX) : 0xFF), 0);
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_LAYOUT, 0), 0);
+        fresh[mode] = lmc_compress(c, f, cap, cur, 2 * m);
+        assert_false(lmc_is_error(fresh[mode]));
+        if (mode == 0) {
+            /* frame header, chunk header, piece header (layout 2, XOR flag, ref offset), first value block */
+            size_t const piece = LMC_HDR_SIZE + LMC_CHUNK_HDR_SIZE, vb = piece + LMC_PIECE_HDR + 8;
+            assert_int_equal((f[piece + 5] & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT, LMC_LAYOUT_REFMODEL);
+            assert_int_equal(f[vb], LMC_KIND_GROUPED);
+            assert_true(f[vb + 1] & LMC_GROUPED_PLAIN);
+        }
+        uint8_t* const back = (uint8_t*)tu_xmalloc(2 * m);
+        assert_int_equal(lmc_decompress(d, back, 2 * m, f, fresh[mode]), 2 * m);
+        assert_memory_equal(back, cur, 2 * m);
+        free(back);
+    }
+    assert_true(fresh[0] <= fresh[1] + 64);
     lmc_cctx_free(c); lmc_dctx_free(d);
     free(cur); free(ref); free(f);
 }

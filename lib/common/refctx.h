@@ -17,7 +17,8 @@
 #define LMC_VBLOCK_MAX          65536u  /* values per value block */
 #define LMC_KIND_REFCTX         5
 #define LMC_KIND_GROUPED        6
-#define LMC_GROUPED_ROTATED     0x01    /* GROUPED mode bit */
+#define LMC_GROUPED_ROTATED     0x01    /* GROUPED mode bits */
+#define LMC_GROUPED_PLAIN       0x02
 #define LMC_REFCTX_MAX_GROUPS   16
 #define LMC_REFCTX_CONTEXTS     256
 #define LMC_REFCTX_ALPHA_MAX    65      /* 2W + 1 tokens for W = 32 */

@@ -45,7 +45,7 @@ static size_t read_vblock_head(const uint8_t* src, size_t avail, unsigned* kind,
     LMC_RETURN_IF(*kind != LMC_KIND_GROUPED, CODER);
     LMC_RETURN_IF(avail < 2, TRUNCATED);
     *mode = src[1];
-    LMC_RETURN_IF(*mode & ~(unsigned)LMC_GROUPED_ROTATED, CORRUPT);
+    LMC_RETURN_IF(*mode & ~(unsigned)(LMC_GROUPED_ROTATED | LMC_GROUPED_PLAIN), CORRUPT);
     return 2;
 }
 
@@ -72,7 +72,8 @@ static size_t decode_refmodel(lmc_chunk_dws* ws, uint8_t* dst, size_t n, unsigne
             LMC_FORWARD(used);
             pos += used;
         }
-        lmc_ungroup(dst + b * w, ws->streams, r + b * w, m, w, (int)(mode & LMC_GROUPED_ROTATED));
+        lmc_ungroup(dst + b * w, ws->streams, (mode & LMC_GROUPED_PLAIN) ? NULL : r + b * w, m, w,
+                    (int)(mode & LMC_GROUPED_ROTATED));
     }
     return pos;
 }

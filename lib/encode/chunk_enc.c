@@ -45,7 +45,7 @@ static size_t encode_grouped_vblock(lmc_chunk_ws* ws, uint8_t* dst, const uint8_
     uint32_t hist[256];
     uint8_t* p = dst;
     *p++ = LMC_KIND_GROUPED;
-    *p++ = rot ? LMC_GROUPED_ROTATED : 0;
+    *p++ = (uint8_t)((rot ? LMC_GROUPED_ROTATED : 0) | (r ? 0 : LMC_GROUPED_PLAIN));
     lmc_group(ws->streams, src, r, m, w, rot);
     for (unsigned k = 0; k < w; k++) {
         const uint8_t* const s = ws->streams + k * m;
@@ -64,38 +64,80 @@ static size_t encode_grouped_vblock(lmc_chunk_ws* ws, uint8_t* dst, const uint8_
     return (size_t)(p - dst);
 }
 
-/* Order-0 estimate of the GROUPED coding, in bytes, from a sample of the
- * value block (4 windows of 512 values, or all of a small block). */
-static size_t grouped_estimate(const uint8_t* src, const uint8_t* r, size_t m, unsigned w, int rot)
+typedef struct { size_t xor_, plain, refctx; } vblock_estimates;
+
+/* Order-0 estimates, in bytes, of a value block's codes, from a sample of it
+ * (4 windows of 512 values, or all of a small block): byte groups of the XOR
+ * delta, byte groups of the plain values, and REFCTX tokens given their
+ * contexts plus raw bits. A sample's entropy is optimistic, most for REFCTX,
+ * whose tables multiply with the contexts: callers leave it a margin. */
+static vblock_estimates sample_estimates(lmc_chunk_ws* ws, const uint8_t* src, const uint8_t* r, size_t m, unsigned w, int rot)
 {
-    uint32_t h[4][256];
-    memset(h, 0, sizeof(h[0]) * w);
+    uint32_t hx[4][256], hp[4][256];
+    memset(hx, 0, sizeof(hx[0]) * w);
+    memset(hp, 0, sizeof(hp[0]) * w);
+    uint16_t* const tc = ws->tcount;          /* [context][token], rows cleared as used */
+    uint8_t* const seen = ws->tseen;
+    memset(seen, 0, LMC_REFCTX_CONTEXTS);
     size_t const nwin = m >= 8192 ? 4 : 1, span = nwin == 1 ? m : 512, step = m / nwin;
     unsigned const bits = 8 * w;
+    uint32_t const S = 1u << (bits - 1), M = S - 1;
+    uint64_t raw = 0;
     for (size_t wi = 0; wi < nwin; wi++) {
         for (size_t i = wi * step; i < wi * step + span; i++) {
             uint32_t v = 0, x = 0;
             memcpy(&v, src + i * w, w);
             memcpy(&x, r + i * w, w);
-            v ^= x;
-            if (rot) v = bits == 32 ? (v << 1) | (v >> 31) : (((v << 1) | (v >> 15)) & 0xFFFFu);
-            for (unsigned k = 0; k < w; k++) h[k][(uint8_t)(v >> (8 * k))]++;
+            uint32_t vx = v ^ x, vp = v;
+            if (rot) {
+                vx = bits == 32 ? (vx << 1) | (vx >> 31) : (((vx << 1) | (vx >> 15)) & 0xFFFFu);
+                vp = bits == 32 ? (vp << 1) | (vp >> 31) : (((vp << 1) | (vp >> 15)) & 0xFFFFu);
+            }
+            for (unsigned k = 0; k < w; k++) { hx[k][(uint8_t)(vx >> (8 * k))]++; hp[k][(uint8_t)(vp >> (8 * k))]++; }
+            /* the REFCTX token, as refctx_enc.c computes it */
+            int64_t const cross = ((v ^ x) & S) ? -1 : 0;
+            int64_t const t = ((int64_t)(v & M) ^ cross) - (int64_t)(x & M);
+            uint64_t const mag = (uint64_t)(t < 0 ? -t : t);
+            unsigned const kb = mag ? 64u - (unsigned)__builtin_clzll(mag) : 0u;
+            unsigned const ctx = lmc_refctx_ctx(x, bits);
+            if (!seen[ctx]) { seen[ctx] = 1; memset(tc + ctx * LMC_REFCTX_ALPHA_MAX, 0, LMC_REFCTX_ALPHA_MAX * sizeof(*tc)); }
+            tc[ctx * LMC_REFCTX_ALPHA_MAX + (kb ? 2 * kb - 1 + (t < 0) : 0)]++;
+            raw += kb ? kb - 1 : 0;
         }
     }
-    float bits_total = 0;
-    float const n = (float)(nwin * span);
-    size_t tables = 0;
+    float const n = (float)(nwin * span), scale = (float)m / n;
+    vblock_estimates e;
+    float fx = 0, fp = 0;
+    size_t tx = 0, tp = 0;
     for (unsigned k = 0; k < w; k++) {
-        unsigned distinct = 0;
-        for (unsigned s = 0; s < 256; s++)
-            if (h[k][s]) { bits_total += (float)h[k][s] * lmc_fast_log2(n / (float)h[k][s]); distinct++; }
-        tables += distinct > 1 ? 40 : 2;   /* a code table costs some tens of bytes; CONST two */
+        unsigned dx = 0, dp = 0;
+        for (unsigned s = 0; s < 256; s++) {
+            if (hx[k][s]) { fx += (float)hx[k][s] * lmc_fast_log2(n / (float)hx[k][s]); dx++; }
+            if (hp[k][s]) { fp += (float)hp[k][s] * lmc_fast_log2(n / (float)hp[k][s]); dp++; }
+        }
+        tx += dx > 1 ? 40 : 2;   /* a code table costs some tens of bytes; CONST two */
+        tp += dp > 1 ? 40 : 2;
     }
-    /* scale the sample to the block */
-    return (size_t)(bits_total / 8 * ((float)m / n)) + 2 + tables;
+    e.xor_ = (size_t)(fx / 8 * scale) + 2 + tx;
+    e.plain = (size_t)(fp / 8 * scale) + 2 + tp;
+    float fr = 0;
+    unsigned groups = 0;
+    for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++) {
+        if (!seen[c]) continue;
+        const uint16_t* const row = tc + c * LMC_REFCTX_ALPHA_MAX;
+        uint32_t nc = 0;
+        for (unsigned s = 0; s < 2 * bits + 1; s++) nc += row[s];
+        for (unsigned s = 0; s < 2 * bits + 1; s++)
+            if (row[s]) fr += (float)row[s] * lmc_fast_log2((float)nc / (float)row[s]);
+        groups++;
+    }
+    /* tables: merging keeps only the groups that pay for themselves */
+    e.refctx = (size_t)((fr + (float)raw) / 8 * scale) + 28 + 20 * LMC_MIN(LMC_MIN(groups, 16u), 1u + (unsigned)(m >> 12));
+    return e;
 }
 
-/* Layout 2: value blocks, each REFCTX or GROUPED, whichever is smaller. */
+/* Layout 2: value blocks, each REFCTX or GROUPED (XOR or plain), whichever
+ * is smaller. */
 static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const uint8_t* r,
                                 size_t n, unsigned w, int rot, unsigned coders, lmc_frame_stats* st)
 {
@@ -104,17 +146,21 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         const uint8_t* const s = src + b * w;
         const uint8_t* const rr = r + b * w;
         size_t const worst = 2 + w * (1 + m);    /* GROUPED of RAW blocks */
-        size_t const rc_est = lmc_refctx_prepare(&ws->rc, s, rr, m, w);
-        size_t const g_est = grouped_estimate(s, rr, m, w, rot);
+        vblock_estimates const e = sample_estimates(ws, s, rr, m, w, rot);
+        const uint8_t* const gref = e.plain < e.xor_ ? NULL : rr;
+        size_t const g_est = LMC_MIN(e.plain, e.xor_);
+        /* REFCTX clearly behind on the sample (Adam's first moment): skip its full
+         * pass (a small block is its own sample, and cheap to try) */
+        size_t const rc_est = m >= 8192 && e.refctx > g_est + g_est / 8 ? SIZE_MAX : lmc_refctx_prepare(&ws->rc, s, rr, m, w);
         size_t sz = 0;
-        if (g_est > rc_est + rc_est / 32) {
+        if (rc_est != SIZE_MAX && g_est > rc_est + rc_est / 32) {
             sz = lmc_refctx_encode(&ws->rc, p, worst);
             if (sz) { add_block_stat(st, LMC_CODER_REFCTX, m * w, sz); p += sz; continue; }
         }
         lmc_frame_stats gst;
         memset(&gst, 0, sizeof(gst));
-        size_t const gsz = encode_grouped_vblock(ws, p, s, rr, m, w, rot, coders, &gst);
-        if (rc_est < gsz + gsz / 32 && !sz) {
+        size_t const gsz = encode_grouped_vblock(ws, p, s, gref, m, w, rot, coders, &gst);
+        if (rc_est != SIZE_MAX && rc_est < gsz + gsz / 32 && !sz) {
             /* close call: code REFCTX too and keep the smaller */
             size_t const rsz = lmc_refctx_encode(&ws->rc, ws->vtmp, LMC_MIN(gsz, worst));
             if (rsz && rsz < gsz) {
@@ -137,7 +183,8 @@ static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, c
 {
     unsigned const w = pc->width;
     size_t const n = pc->len / w, tail = pc->len % w;
-    const uint8_t* r = pc->xor_ref ? ref + pc->ref_off : NULL;
+    const uint8_t* const rfull = pc->xor_ref ? ref + pc->ref_off : NULL;
+    const uint8_t* r = rfull;
     int rot = 0;
     if (layout == 0) {
         unsigned const how = lmc_choose_coding(src, r, n, w, pc->float_like);
@@ -146,9 +193,11 @@ static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, c
     } else {
         rot = w > 1 && pc->float_like && layout == 2;
     }
-    /* float deltas: the reference-modelled layout, when allowed */
-    int const refmodel = layout == 0 && r && (w == 2 || w == 4) && pc->float_like
+    /* floats with a reference: the reference-modelled layout, when allowed;
+     * its blocks choose between difference, XOR and plain values themselves */
+    int const refmodel = layout == 0 && rfull && (w == 2 || w == 4) && pc->float_like
                          && (coders & (1u << LMC_CODER_REFCTX));
+    if (refmodel) r = rfull;
     uint8_t* const start = p;
     lmc_wr32(p, pc->len);
     p[4] = (uint8_t)w;

@@ -13,6 +13,8 @@ typedef struct {
     lmc_block_ws blk;
     lmc_refctx_ws rc;
     uint8_t      vtmp[4 * LMC_VBLOCK_MAX + 64];   /* the losing candidate of a value block */
+    uint16_t     tcount[LMC_REFCTX_CONTEXTS * LMC_REFCTX_ALPHA_MAX];   /* sampled tokens per context */
+    uint8_t      tseen[LMC_REFCTX_CONTEXTS];
     uint8_t*     streams;      /* grouped bytes of the current piece */
     size_t       streams_cap;
 } lmc_chunk_ws;
