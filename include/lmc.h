@@ -275,6 +275,7 @@ struct lmc_frame_stats_s {
     uint64_t pieces;
     uint64_t pieces_xor;             /* pieces coded as a delta against the reference */
     uint64_t pieces_rotated;         /* pieces using the sign-rotated (exponent-aligned) layout */
+    uint64_t pieces_refmodel;        /* pieces in the reference-modelled layout (REFCTX or per-block byte groups) */
     uint64_t blocks[LMC_CODER_COUNT];     /* block count per coder */
     uint64_t block_in[LMC_CODER_COUNT];   /* stream bytes covered, per coder */
     uint64_t block_out[LMC_CODER_COUNT];  /* coded bytes (headers included), per coder */

@@ -970,9 +970,10 @@ static int list_file(const char* name)
     printf("\n");
     printf("  chunks        %llu of %llu KiB (chunk_log %u)\n", (unsigned long long)s.chunks,
            (unsigned long long)(1ULL << s.header.chunk_log) >> 10, s.header.chunk_log);
-    printf("  pieces        %llu: %llu xor (delta), %llu sign-rotated, %llu byte-grouped\n",
-           (unsigned long long)s.pieces, (unsigned long long)s.pieces_xor,
-           (unsigned long long)s.pieces_rotated, (unsigned long long)(s.pieces - s.pieces_rotated));
+    printf("  pieces        %llu: %llu xor (delta), %llu reference-modelled, %llu sign-rotated, %llu byte-grouped\n",
+           (unsigned long long)s.pieces, (unsigned long long)s.pieces_xor, (unsigned long long)s.pieces_refmodel,
+           (unsigned long long)s.pieces_rotated,
+           (unsigned long long)(s.pieces - s.pieces_rotated - s.pieces_refmodel));
     if (s.header.has_ref)
         printf("  reference     %llu bytes, hash %016llx (delta frame: needs -r)\n",
                (unsigned long long)s.header.ref_size, (unsigned long long)s.header.ref_hash);

@@ -244,6 +244,11 @@ static void test_frame_choice(void** state)
         assert_int_equal(lmc_frame_stats_get(&st, f, fs), fs);
         if (mode == 0) assert_int_equal(st.blocks[LMC_CODER_REFCTX], 2);
         else assert_int_equal(st.blocks[LMC_CODER_REFCTX], 0);
+        assert_int_equal(st.pieces_refmodel, mode == 0 ? 1 : 0);
+        lmc_frame_stats cs;   /* the encoder's own count agrees with the walk */
+        assert_int_equal(lmc_cctx_last_stats(c, &cs), 0);
+        assert_int_equal(cs.pieces_refmodel, st.pieces_refmodel);
+        assert_int_equal(cs.blocks[LMC_CODER_REFCTX], st.blocks[LMC_CODER_REFCTX]);
         uint8_t* const back = (uint8_t*)tu_xmalloc(2 * m);
         assert_int_equal(lmc_decompress(d, back, 2 * m, f, fs), 2 * m);
         assert_memory_equal(back, cur, 2 * m);

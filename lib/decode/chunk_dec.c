@@ -174,6 +174,7 @@ size_t lmc_chunk_walk(const uint8_t* payload, size_t payload_size, size_t conten
         st->pieces++;
         st->pieces_xor += (ph.flags & LMC_PIECE_XOR) != 0;
         st->pieces_rotated += ((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_ROTATED;
+        st->pieces_refmodel += refmodel;
         st->dtype_in[d] += ph.len;
         st->dtype_out[d] += pos - start;
     }

@@ -220,7 +220,8 @@ static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, c
     }
     st->pieces++;
     st->pieces_xor += r != NULL;
-    st->pieces_rotated += rot;
+    st->pieces_rotated += rot && !refmodel;
+    st->pieces_refmodel += refmodel;
     st->dtype_in[pc->dtype < LMC_DTYPE_COUNT ? pc->dtype : 0] += pc->len;
     st->dtype_out[pc->dtype < LMC_DTYPE_COUNT ? pc->dtype : 0] += (uint64_t)(p - start);
     return p;
@@ -275,6 +276,7 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     lmc_wr32(dst + 8, lmc_h32(dst + LMC_CHUNK_HDR_SIZE, payload));
     lmc_wr32(dst + 12, lmc_h32(content, size));
     st->pieces += local.pieces; st->pieces_xor += local.pieces_xor; st->pieces_rotated += local.pieces_rotated;
+    st->pieces_refmodel += local.pieces_refmodel;
     for (int c = 0; c < LMC_CODER_COUNT; c++) {
         st->blocks[c] += local.blocks[c]; st->block_in[c] += local.block_in[c]; st->block_out[c] += local.block_out[c];
     }

@@ -277,6 +277,7 @@ static size_t seek_push(lmc_cctx* c, uint32_t frame_size, uint32_t content_size,
 static void add_stats(lmc_frame_stats* a, const lmc_frame_stats* b)
 {
     a->pieces += b->pieces; a->pieces_xor += b->pieces_xor; a->pieces_rotated += b->pieces_rotated;
+    a->pieces_refmodel += b->pieces_refmodel;
     for (int k = 0; k < LMC_CODER_COUNT; k++) { a->blocks[k] += b->blocks[k]; a->block_in[k] += b->block_in[k]; a->block_out[k] += b->block_out[k]; }
     for (int d = 0; d < LMC_DTYPE_COUNT; d++) { a->dtype_in[d] += b->dtype_in[d]; a->dtype_out[d] += b->dtype_out[d]; }
 }

@@ -421,6 +421,7 @@ def stats_dict(st):
         "pieces": st.pieces,
         "pieces_xor": st.pieces_xor,
         "pieces_rotated": st.pieces_rotated,
+        "pieces_refmodel": st.pieces_refmodel,
         "coders": coders,
         "dtypes": dtypes,
     })

@@ -69,6 +69,7 @@ class lmc_frame_stats(ctypes.Structure):
         ("pieces", c_uint64),
         ("pieces_xor", c_uint64),
         ("pieces_rotated", c_uint64),
+        ("pieces_refmodel", c_uint64),
         ("blocks", c_uint64 * CODER_COUNT),
         ("block_in", c_uint64 * CODER_COUNT),
         ("block_out", c_uint64 * CODER_COUNT),
