@@ -165,6 +165,19 @@ static size_t block_table_bytes(const uint8_t* b, size_t size, unsigned coder)
     return t < size ? t : size;
 }
 
+/* Labels one ordinary block of m bytes at frame offset `at`; returns its size. */
+static size_t label_block(sample* S, const uint8_t* b, size_t avail, size_t at, size_t m)
+{
+    unsigned coder;
+    size_t const used = lmc_block_skip(b, avail, m, &coder);
+    assert_false(lmc_is_error(used));
+    S->blocks[coder]++;
+    size_t const tb = block_table_bytes(b, used, coder);
+    memset(S->cls + at, R_BLOCK_TABLE, tb);
+    memset(S->cls + at + tb, R_BLOCK_DATA, used - tb);
+    return used;
+}
+
 /* Walks the frame as doc/format.md lays it out and labels every byte. */
 static void label_frame(sample* S)
 {
@@ -221,29 +234,11 @@ static void label_frame(sample* S)
                 assert_int_equal(v[0], 6);   /* GROUPED: kind, mode, then w ordinary blocks */
                 memset(S->cls + pos + 16 + pp, R_BLOCK_TABLE, 2);
                 pp += 2;
-                for (unsigned k = 0; k < w; k++) {
-                    unsigned coder;
-                    size_t const used = lmc_block_skip(pl + pp, ps - pp, m, &coder);
-                    assert_false(lmc_is_error(used));
-                    S->blocks[coder]++;
-                    size_t const tb = block_table_bytes(pl + pp, used, coder);
-                    memset(S->cls + pos + 16 + pp, R_BLOCK_TABLE, tb);
-                    memset(S->cls + pos + 16 + pp + tb, R_BLOCK_DATA, used - tb);
-                    pp += used;
-                }
+                for (unsigned k = 0; k < w; k++) pp += label_block(S, pl + pp, ps - pp, pos + 16 + pp, m);
             }
             for (unsigned k = 0; !refmodel && k < w; k++)
-                for (size_t b = 0; b < nv; b += LMC_BLOCK_MAX) {
-                    size_t const m = nv - b < LMC_BLOCK_MAX ? nv - b : LMC_BLOCK_MAX;
-                    unsigned coder;
-                    size_t const used = lmc_block_skip(pl + pp, ps - pp, m, &coder);
-                    assert_false(lmc_is_error(used));
-                    S->blocks[coder]++;
-                    size_t const tb = block_table_bytes(pl + pp, used, coder);
-                    memset(S->cls + pos + 16 + pp, R_BLOCK_TABLE, tb);
-                    memset(S->cls + pos + 16 + pp + tb, R_BLOCK_DATA, used - tb);
-                    pp += used;
-                }
+                for (size_t b = 0; b < nv; b += LMC_BLOCK_MAX)
+                    pp += label_block(S, pl + pp, ps - pp, pos + 16 + pp, nv - b < LMC_BLOCK_MAX ? nv - b : LMC_BLOCK_MAX);
             memset(S->cls + pos + 16 + pp, R_BLOCK_DATA, len % w);   /* the tail, stored */
             pp += len % w;
             out += len;
