@@ -6,8 +6,14 @@
 #include <stdint.h>
 #include "ans.h"
 
+/* One decoding slot: the next state is f * (x >> PROB_BITS) + adj. Kept apart
+ * from the symbol so that both halves load straight into registers, ready for
+ * the multiply (no shift or mask on the state's dependency chain). */
+typedef struct { uint16_t f, adj; } lmc_ans_dslot;
+
 typedef struct {
-    uint32_t slot[LMC_ANS_M];   /* symbol | (slot - cum) << 8 | (freq - 1) << 20 */
+    lmc_ans_dslot slot[LMC_ANS_M];   /* f(s), slot - cum(s) */
+    uint8_t  sym[LMC_ANS_M];
     uint16_t freq[256];
 } lmc_ans_dws;
 

@@ -73,7 +73,7 @@ static void build_lit_table(uint16_t* T, const uint8_t* len, const uint16_t* cod
     for (unsigned s = 0; s < LMC_ALPHA_LIT; s++) {
         unsigned const l = len[s];
         if (!l) continue;
-        uint16_t const e = (uint16_t)((s << 4) | l);
+        uint16_t const e = (uint16_t)((s << 8) | l);
         for (unsigned i = code[s]; i < LMC_HUF_TABLE_SIZE; i += 1u << l) T[i] = e;
     }
 }
@@ -96,9 +96,10 @@ LMC_FORCE_INLINE size_t decode_tail(const uint16_t* T, bitr* r, uint8_t* o, size
     for (size_t i = 0; i < cnt; i++) {
         br_refill_safe(r);
         uint16_t const e = T[r->bits & MASK];
-        LMC_RETURN_IF((e & 15) == 0, CORRUPT);
-        o[i] = (uint8_t)(e >> 4);
-        r->bits >>= (e & 15); r->n -= (e & 15);
+        unsigned const l = e & 0xFF;
+        LMC_RETURN_IF(l == 0, CORRUPT);
+        o[i] = (uint8_t)(e >> 8);
+        r->bits >>= l; r->n -= l;
     }
     LMC_RETURN_IF(!br_finished_exactly(r), CORRUPT);
     return 0;
@@ -113,13 +114,23 @@ static void br_seek(bitr* r, size_t bitpos)
     r->bits >>= k; r->n -= k;
 }
 
-/* Fast phase, four streams at once. Each stream keeps only a byte pointer,
- * the bits consumed past it (0..7 after a reload) and the 64-bit word loaded
- * there: 5 codes of <= 11 bits fit a word after a reload, and a reload
- * moves at most 7 bytes, so the number of bounds-free rounds is known up
- * front and the loop carries no checks. */
-#define HUF_DEC(w, c, o) do { uint16_t const e_ = T[((w) >> (c)) & MASK]; (o) = (uint8_t)(e_ >> 4); (c) += e_ & 15; } while (0)
-#define HUF_RELOAD(p, c, w) do { (p) += (c) >> 3; (c) &= 7; (w) = lmc_rd64(p); } while (0)
+/* Fast phase, four streams at once. A stream keeps only a byte pointer and
+ * a 64-bit word loaded there and shifted to its next code, with a sentinel
+ * bit above the bits still unread (the word's top bit is given up for it):
+ * the leading zeros then count the bits consumed past the pointer, so a
+ * stream needs two registers and no bit counter, and a symbol costs a mask,
+ * a table load and a shift by the table entry itself (length in its low
+ * bits, symbol in its high byte). A reload leaves at least 56 unread bits,
+ * room for 5 codes of <= 11 bits; it moves at most 7 bytes, so the number of
+ * bounds-free rounds is known up front and the loop carries no checks. */
+#define HUF_DEC(w, o) do { uint32_t const e_ = T[(w) & MASK]; (o) = (uint8_t)(e_ >> 8); (w) >>= (e_ & 63); } while (0)
+#define HUF_RELOAD(p, w)                                                      \
+    do {                                                                      \
+        unsigned const n_ = (unsigned)__builtin_clzll(w);                     \
+        (p) += n_ >> 3;                                                       \
+        (w) = (lmc_rd64(p) | ((uint64_t)1 << 63)) >> (n_ & 7);                \
+    } while (0)
+#define HUF_SENTINEL ((uint64_t)1 << 63)   /* a word with nothing read: 0 bits past p */
 
 /* Round k (k = 1, 2, ...) reloads at most 7 bytes further than the previous
  * one and reads 8 there, so k rounds need 7k + 8 bytes from p. */
@@ -127,6 +138,23 @@ static size_t rounds_left(const uint8_t* p, const uint8_t* end)
 {
     size_t const avail = (size_t)(end - p);
     return avail < 15 ? 0 : (avail - 8) / 7;
+}
+
+/* k rounds of 5 symbols per stream; stream j writes o[j * q ...]. */
+LMC_FORCE_INLINE void huf4_rounds(const uint16_t* T, uint8_t* o, size_t q, size_t k, const uint8_t** p, uint64_t* w)
+{
+    const uint8_t *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3];
+    uint64_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    for (uint8_t* const end = o + 5 * k; o != end; o += 5) {
+        HUF_RELOAD(p0, w0); HUF_RELOAD(p1, w1); HUF_RELOAD(p2, w2); HUF_RELOAD(p3, w3);
+        HUF_DEC(w0, o[0]); HUF_DEC(w1, o[q]); HUF_DEC(w2, o[2 * q]); HUF_DEC(w3, o[3 * q]);
+        HUF_DEC(w0, o[1]); HUF_DEC(w1, o[q + 1]); HUF_DEC(w2, o[2 * q + 1]); HUF_DEC(w3, o[3 * q + 1]);
+        HUF_DEC(w0, o[2]); HUF_DEC(w1, o[q + 2]); HUF_DEC(w2, o[2 * q + 2]); HUF_DEC(w3, o[3 * q + 2]);
+        HUF_DEC(w0, o[3]); HUF_DEC(w1, o[q + 3]); HUF_DEC(w2, o[2 * q + 3]); HUF_DEC(w3, o[3 * q + 3]);
+        HUF_DEC(w0, o[4]); HUF_DEC(w1, o[q + 4]); HUF_DEC(w2, o[2 * q + 4]); HUF_DEC(w3, o[3 * q + 4]);
+    }
+    p[0] = p0; p[1] = p1; p[2] = p2; p[3] = p3;
+    w[0] = w0; w[1] = w1; w[2] = w2; w[3] = w3;
 }
 
 LMC_FORCE_INLINE size_t decode_huf_body(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
@@ -147,33 +175,22 @@ LMC_FORCE_INLINE size_t decode_huf_body(lmc_block_dws* ws, uint8_t* dst, size_t 
     size_t const q = m >> 2;
     size_t done = 0;
 
-    const uint8_t *p0 = base[0], *p1 = base[1], *p2 = base[2], *p3 = base[3];
-    unsigned c0 = 0, c1 = 0, c2 = 0, c3 = 0;
+    const uint8_t* p[4] = { base[0], base[1], base[2], base[3] };
+    uint64_t w[4] = { HUF_SENTINEL, HUF_SENTINEL, HUF_SENTINEL, HUF_SENTINEL };
     for (;;) {
-        size_t k = rounds_left(p0, base[0] + sz[0]);
-        k = LMC_MIN(k, rounds_left(p1, base[1] + sz[1]));
-        k = LMC_MIN(k, rounds_left(p2, base[2] + sz[2]));
-        k = LMC_MIN(k, rounds_left(p3, base[3] + sz[3]));
-        k = LMC_MIN(k, (q - done) / 5);
+        size_t k = (q - done) / 5;
+        for (int j = 0; j < 4; j++) k = LMC_MIN(k, rounds_left(p[j], base[j] + sz[j]));
         if (k == 0) break;
-        uint8_t* o = dst + done;
-        for (size_t i = 0; i < k; i++, o += 5) {
-            uint64_t w0, w1, w2, w3;
-            HUF_RELOAD(p0, c0, w0); HUF_RELOAD(p1, c1, w1); HUF_RELOAD(p2, c2, w2); HUF_RELOAD(p3, c3, w3);
-            HUF_DEC(w0, c0, o[0]); HUF_DEC(w1, c1, o[q]); HUF_DEC(w2, c2, o[2 * q]); HUF_DEC(w3, c3, o[3 * q]);
-            HUF_DEC(w0, c0, o[1]); HUF_DEC(w1, c1, o[q + 1]); HUF_DEC(w2, c2, o[2 * q + 1]); HUF_DEC(w3, c3, o[3 * q + 1]);
-            HUF_DEC(w0, c0, o[2]); HUF_DEC(w1, c1, o[q + 2]); HUF_DEC(w2, c2, o[2 * q + 2]); HUF_DEC(w3, c3, o[3 * q + 2]);
-            HUF_DEC(w0, c0, o[3]); HUF_DEC(w1, c1, o[q + 3]); HUF_DEC(w2, c2, o[2 * q + 3]); HUF_DEC(w3, c3, o[3 * q + 3]);
-            HUF_DEC(w0, c0, o[4]); HUF_DEC(w1, c1, o[q + 4]); HUF_DEC(w2, c2, o[2 * q + 4]); HUF_DEC(w3, c3, o[3 * q + 4]);
-        }
+        /* a full block's stream offsets as constants: the loop then needs no
+         * registers for them, and keeps all 8 stream registers unspilled */
+        if (q == LMC_BLOCK_MAX / 4) huf4_rounds(T, dst + done, LMC_BLOCK_MAX / 4, k, p, w);
+        else huf4_rounds(T, dst + done, q, k, p, w);
         done += 5 * k;
     }
     bitr r[4];
-    size_t const bitpos[4] = { (size_t)(p0 - base[0]) * 8 + c0, (size_t)(p1 - base[1]) * 8 + c1,
-                               (size_t)(p2 - base[2]) * 8 + c2, (size_t)(p3 - base[3]) * 8 + c3 };
     for (int j = 0; j < 4; j++) {
         r[j].base = base[j]; r[j].size = sz[j];
-        br_seek(&r[j], bitpos[j]);
+        br_seek(&r[j], (size_t)(p[j] - base[j]) * 8 + (size_t)__builtin_clzll(w[j]));
     }
     LMC_FORWARD(decode_tail(T, &r[0], dst + done, q - done));
     LMC_FORWARD(decode_tail(T, &r[1], dst + q + done, q - done));
@@ -245,7 +262,8 @@ static size_t decode_huf_plain(lmc_block_dws* ws, uint8_t* dst, size_t m, const 
 static size_t decode_rle_plain(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
 { return decode_rle_body(ws, dst, m, src, size); }
 #if LMC_HAS_BMI2_DISPATCH
-LMC_TARGET_BMI2 static size_t decode_huf_bmi2(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+/* LZCNT came with BMI2 (Intel Haswell) or before it (AMD K10) on every x86 CPU */
+__attribute__((target("bmi2,lzcnt"))) static size_t decode_huf_bmi2(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
 { return decode_huf_body(ws, dst, m, src, size); }
 LMC_TARGET_BMI2 static size_t decode_rle_bmi2(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
 { return decode_rle_body(ws, dst, m, src, size); }

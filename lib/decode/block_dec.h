@@ -8,7 +8,7 @@
 #include "ans_dec.h"
 
 typedef struct {
-    uint16_t lit[LMC_HUF_TABLE_SIZE];   /* (symbol << 4) | length; length 0 = unassigned */
+    uint16_t lit[LMC_HUF_TABLE_SIZE];   /* (symbol << 8) | length; length 0 = unassigned */
     uint32_t rle[LMC_HUF_TABLE_SIZE];   /* (symbol << 8) | length */
     uint8_t  len[LMC_ALPHA_RLE];
     uint16_t code[LMC_ALPHA_RLE];

@@ -6,15 +6,21 @@
 #include <stdint.h>
 #include "ans.h"
 
+/* Per-symbol encoding constants, one array per field so that the symbol
+ * byte indexes each with a scaled address and no arithmetic: a state
+ * x > xmax_m1 first emits a renormalisation word; then x becomes
+ * x + bias + q * cmpl, where q = x / f is the high half of x * rcp (exact
+ * for x < 2^31). */
 typedef struct {
-    uint32_t xmax, rcp, bias;
-    uint16_t cmpl;
-    uint8_t  shift;
+    uint64_t rcp[256];
+    uint64_t xmax_m1[256];
+    uint64_t bias[256];
+    uint64_t cmpl[256];
 } lmc_ans_esym;
 
 typedef struct {
     uint16_t     freq[256];
-    lmc_ans_esym sym[256];
+    lmc_ans_esym sym;
     uint8_t      scratch[65536 + 64 + 4 * 4];  /* renormalisation bytes, written backwards */
 } lmc_ans_ws;
 

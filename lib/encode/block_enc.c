@@ -2,7 +2,8 @@
  *
  * The mode is chosen by exact size, not by estimate: Huffman lengths give the
  * bit count of the payload before anything is written, so only the winner is
- * ever encoded. */
+ * ever encoded. Where ANS wins by far, lower bounds of the other sizes settle
+ * that without computing them. */
 #include <math.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -12,7 +13,10 @@
 #include "mem.h"
 #include "lmc.h"
 
-void lmc_histogram(uint32_t hist[256], const uint8_t* src, size_t m)
+/* Several count tables: consecutive equal bytes would otherwise chain
+ * every increment on the previous one's store. (Eight tables measured
+ * slower than four.) */
+static void histogram_plain(uint32_t hist[256], const uint8_t* src, size_t m)
 {
     uint32_t c[4][256];
     memset(c, 0, sizeof(c));
@@ -28,6 +32,82 @@ void lmc_histogram(uint32_t hist[256], const uint8_t* src, size_t m)
     for (int s = 0; s < 256; s++) hist[s] = c[0][s] + c[1][s] + c[2][s] + c[3][s];
 }
 
+#if LMC_HAS_BMI2_DISPATCH && defined(__SSE2__)
+#include <immintrin.h>
+/* For a byte mask k, the positions of its set bits, packed low first: the
+ * pshufb control that moves the selected bytes of an 8-byte group to its front. */
+#define LMC_B(k, i) (((k) >> (i)) & 1u)
+#define LMC_POS(k, i) (LMC_B(k, 0) * ((i) > 0) + LMC_B(k, 1) * ((i) > 1) + LMC_B(k, 2) * ((i) > 2) + LMC_B(k, 3) * ((i) > 3) \
+                     + LMC_B(k, 4) * ((i) > 4) + LMC_B(k, 5) * ((i) > 5) + LMC_B(k, 6) * ((i) > 6))
+#define LMC_E1(k, i) ((uint64_t)(LMC_B(k, i) * (i)) << (8 * LMC_POS(k, i)))
+#define LMC_E(k) (LMC_E1(k, 0) | LMC_E1(k, 1) | LMC_E1(k, 2) | LMC_E1(k, 3) | LMC_E1(k, 4) | LMC_E1(k, 5) | LMC_E1(k, 6) | LMC_E1(k, 7))
+#define LMC_E4(k) LMC_E(k), LMC_E(k + 1), LMC_E(k + 2), LMC_E(k + 3)
+#define LMC_E16(k) LMC_E4(k), LMC_E4(k + 4), LMC_E4(k + 8), LMC_E4(k + 12)
+#define LMC_E64(k) LMC_E16(k), LMC_E16(k + 16), LMC_E16(k + 32), LMC_E16(k + 48)
+static const uint64_t compact_ctl[256] = { LMC_E64(0), LMC_E64(64), LMC_E64(128), LMC_E64(192) };
+
+/* Skewed blocks (80-95 % one byte value g: a delta's high byte): the bytes
+ * other than g are packed out 4 KiB at a time with pshufb and only they go
+ * through the count tables; g's count is what remains. */
+__attribute__((target("avx2,popcnt"))) static void histogram_skewed(uint32_t hist[256], const uint8_t* src, size_t m, uint8_t g)
+{
+    uint8_t buf[4096 + 16];
+    uint32_t c[256];
+    size_t others = 0;
+    memset(hist, 0, 256 * sizeof(*hist));
+    __m128i const k = _mm_set1_epi8((char)g), eight = _mm_set1_epi8(8);
+    size_t i = 0;
+    while (i + 16 <= m) {
+        size_t const stop = LMC_MIN(m & ~(size_t)15, i + 4096);
+        uint8_t* o = buf;
+        for (; i < stop; i += 16) {
+            __m128i const v = _mm_loadu_si128((const __m128i*)(src + i));
+            unsigned const nm = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, k)) & 0xFFFF;
+            unsigned const a = nm & 0xFF, b = nm >> 8;
+            __m128i const ca = _mm_loadl_epi64((const __m128i*)&compact_ctl[a]);
+            __m128i const cb = _mm_add_epi8(_mm_loadl_epi64((const __m128i*)&compact_ctl[b]), eight);
+            _mm_storel_epi64((__m128i*)o, _mm_shuffle_epi8(v, ca));
+            o += __builtin_popcount(a);
+            _mm_storel_epi64((__m128i*)o, _mm_shuffle_epi8(v, cb));
+            o += __builtin_popcount(b);
+        }
+        size_t const n = (size_t)(o - buf);
+        histogram_plain(c, buf, n);
+        for (int s = 0; s < 256; s++) hist[s] += c[s];
+        others += n;
+    }
+    for (; i < m; i++) if (src[i] != g) { hist[src[i]]++; others++; }
+    hist[g] += (uint32_t)(m - others);
+}
+
+/* The most frequent of three probes in the first 256 bytes, if it covers
+ * at least 3/4 of them; else -1. */
+static int skew_guess(const uint8_t* src, size_t m)
+{
+    if (m < 4096) return -1;
+    uint8_t const probe[3] = { src[0], src[m / 2], src[m - 1] };
+    int best = -1;
+    unsigned best_n = 0;
+    for (int j = 0; j < 3; j++) {
+        unsigned n = 0;
+        for (int i = 0; i < 256; i++) n += src[i] == probe[j];
+        if (n > best_n) { best_n = n; best = probe[j]; }
+    }
+    return best_n >= 192 ? best : -1;
+}
+#endif
+
+void lmc_histogram(uint32_t hist[256], const uint8_t* src, size_t m)
+{
+#if LMC_HAS_BMI2_DISPATCH && defined(__SSE2__)
+    if (lmc_cpu_features() & LMC_CPU_AVX2) {
+        int const g = skew_guess(src, m);
+        if (g >= 0) { histogram_skewed(hist, src, m, (uint8_t)g); return; }
+    }
+#endif
+    histogram_plain(hist, src, m);
+}
+
 int lmc_block_looks_raw(const uint8_t* src, size_t m)
 {
     if (m < 16384) return 0;
@@ -36,8 +116,18 @@ int lmc_block_looks_raw(const uint8_t* src, size_t m)
     /* 8 contiguous windows: a strided sample can alias with the tensor's shape */
     size_t n = 0;
     size_t const step = m / 8;
-    for (size_t w = 0; w < 8; w++)
+    for (size_t w = 0; w < 8; w++) {
         for (size_t i = w * step; i < w * step + 1024; i++, n++) h[src[i]]++;
+        /* A byte value holding 4 % of the sample caps its entropy below 7.92
+         * bits (the rest spread evenly over 255 values), short of the 7.95
+         * threshold even with fast_log2's error: skewed blocks (a delta's
+         * high byte) are settled on the first window. */
+        if (w == 0) {
+            uint32_t mx = 0;
+            for (int s = 0; s < 256; s++) mx = h[s] > mx ? h[s] : mx;
+            if (mx >= 8 * 1024 / 25) return 0;
+        }
+    }
     float bits = 0;
     for (int s = 0; s < 256; s++)
         if (h[s]) bits += (float)h[s] * lmc_fast_log2((float)n / (float)h[s]);
@@ -186,12 +276,13 @@ LMC_FORCE_INLINE uint8_t* huf_encode_stream_body(uint8_t* dst, const uint8_t* sr
 {
     bitw w = { dst, 0, 0 };
     size_t i = 0;
-    /* 4 codes of <= 11 bits plus < 8 pending bits fit the 64-bit buffer */
-    for (; i + 4 <= m; i += 4) {
+    /* 5 codes of <= 11 bits plus < 8 pending bits fit the 64-bit buffer */
+    for (; i + 5 <= m; i += 5) {
         bw_put(&w, code[src[i]], len[src[i]]);
         bw_put(&w, code[src[i + 1]], len[src[i + 1]]);
         bw_put(&w, code[src[i + 2]], len[src[i + 2]]);
         bw_put(&w, code[src[i + 3]], len[src[i + 3]]);
+        bw_put(&w, code[src[i + 4]], len[src[i + 4]]);
         bw_flush(&w);
     }
     for (; i < m; i++) { bw_put(&w, code[src[i]], len[src[i]]); bw_flush(&w); }
@@ -293,6 +384,181 @@ static size_t count_runs(const uint8_t* src, size_t m, uint8_t b)
     return runs;
 }
 
+/* A run of len >= 1: symbol and extra bits without a branch on the length,
+ * which is unpredictable. */
+#define RLE_COUNT_RUN(F, len)                                                           \
+    do {                                                                                \
+        unsigned const lm1_ = (unsigned)(len) - 1;                                      \
+        unsigned const c_ = 31u - (unsigned)__builtin_clz((lm1_ / LMC_RUN_EXACT) | 1u); \
+        unsigned const big_ = lm1_ >= LMC_RUN_EXACT;                                    \
+        (F)[big_ ? LMC_RUN_EXACT + c_ : lm1_]++;                                        \
+        ext += big_ ? 4 + c_ : 0;                                                       \
+    } while (0)
+
+/* The frequencies of the RLE tokens and their extra bits, as rle_tokenize
+ * gives them, without writing the tokens: literal counts are the
+ * histogram's, and only the runs need a pass. The transitions of a 64-bit
+ * "is the run byte" mask (a run starts and ends at consecutive ones) are
+ * listed in order, 8 per 32-bit half without a branch per transition, and
+ * the runs are then read off as differences of neighbours. */
+LMC_FORCE_INLINE void rle_count_body(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8_t rb,
+                                     const uint32_t hist[256], uint64_t* extra_bits)
+{
+    enum { BATCH = 4096 };
+    uint32_t pos[BATCH + 64 + 16];
+    uint32_t runf[2][LMC_RUN_CODES];   /* two tables: equal neighbours do not chain */
+    memset(runf, 0, sizeof(runf));
+    uint64_t ext = 0, carry = 0;
+    size_t np = 0;
+    for (size_t i = 0; i < m; i += 64) {
+        uint64_t M = 0;
+        size_t const r = LMC_MIN((size_t)64, m - i);
+#if defined(__SSE2__)
+        if (r == 64) {
+            __m128i const k = _mm_set1_epi8((char)rb);
+            for (int j = 0; j < 4; j++)
+                M |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i + 16 * j)), k)) << (16 * j);
+        } else
+#endif
+        for (size_t j = 0; j < r; j++) M |= (uint64_t)(src[i + j] == rb) << j;
+        uint64_t T = M ^ ((M << 1) | carry);
+        carry = M >> 63;
+        /* two halves, two independent bit-clearing chains */
+        uint64_t lo = T & 0xFFFFFFFFu, hi = T >> 32;
+        unsigned const nl = (unsigned)__builtin_popcountll(lo), n = nl + (unsigned)__builtin_popcountll(hi);
+        uint32_t* const o = pos + np;
+        uint32_t* const oh = o + nl;
+        uint32_t const il = (uint32_t)i, ih = (uint32_t)i + 32;
+        /* bit 32 keeps ctz defined once a half runs out: those entries lie
+         * past the half's count, and the high half's, written after, and
+         * the next word's overwrite them */
+        for (int j = 0; j < 8; j++) { o[j] = il + (uint32_t)__builtin_ctzll(lo | ((uint64_t)1 << 32)); lo &= lo - 1; }
+        if (LMC_UNLIKELY(nl > 8)) for (unsigned j = 8; lo; j++) { o[j] = il + (uint32_t)__builtin_ctzll(lo); lo &= lo - 1; }
+        for (int j = 0; j < 8; j++) { oh[j] = ih + (uint32_t)__builtin_ctzll(hi | ((uint64_t)1 << 32)); hi &= hi - 1; }
+        if (LMC_UNLIKELY(n - nl > 8)) for (unsigned j = 8; hi; j++) { oh[j] = ih + (uint32_t)__builtin_ctzll(hi); hi &= hi - 1; }
+        np += n;
+        if (np >= BATCH || i + 64 >= m) {
+            size_t j = 0;
+            for (; j + 4 <= np; j += 4) {
+                RLE_COUNT_RUN(runf[0], pos[j + 1] - pos[j]);
+                RLE_COUNT_RUN(runf[1], pos[j + 3] - pos[j + 2]);
+            }
+            if (j + 2 <= np) { RLE_COUNT_RUN(runf[0], pos[j + 1] - pos[j]); j += 2; }
+            /* an open run carries over */
+            if (j < np) pos[0] = pos[j];
+            np -= j;
+        }
+    }
+    if (np) RLE_COUNT_RUN(runf[0], m - pos[0]);   /* a run to the block's end */
+    uint32_t* const freq = ws->freq;
+    memcpy(freq, hist, 256 * sizeof(*freq));
+    freq[rb] = 0;
+    for (int k = 0; k < LMC_RUN_CODES; k++) freq[LMC_ALPHA_LIT + k] = runf[0][k] + runf[1][k];
+    *extra_bits = ext;
+}
+
+static void rle_count_plain(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8_t rb,
+                            const uint32_t hist[256], uint64_t* extra_bits)
+{ rle_count_body(ws, src, m, rb, hist, extra_bits); }
+#if LMC_HAS_BMI2_DISPATCH
+/* BMI2 machines have POPCNT (and LZCNT, TZCNT) */
+__attribute__((target("bmi2,popcnt"))) static void rle_count_bmi2(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8_t rb,
+                                                                  const uint32_t hist[256], uint64_t* extra_bits)
+{ rle_count_body(ws, src, m, rb, hist, extra_bits); }
+#endif
+static void rle_count(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8_t rb,
+                      const uint32_t hist[256], uint64_t* extra_bits)
+{
+#if LMC_HAS_BMI2_DISPATCH
+    if (lmc_cpu_has_bmi2()) { rle_count_bmi2(ws, src, m, rb, hist, extra_bits); return; }
+#endif
+    rle_count_plain(ws, src, m, rb, hist, extra_bits);
+}
+
+/* How many runs of the byte rb are at least L long, for L = 1..17, into
+ * ge[0..16], without a branch per run: ge[L-1] counts the run bytes at
+ * offset L-1 from their run's start. Within a 64-byte word, B_1 marks the
+ * runs that start there and B_(L+1) = (B_L << 1) & M the bytes that carry
+ * them on; a run that comes in from the previous word, already `open`
+ * bytes long, covers offsets open .. open+t-1 here (t its bytes in this
+ * word), which go into a difference array instead. */
+#define RL_STEP2(La, Lb)                                                   \
+    do {                                                                   \
+        cnt[La] += (uint64_t)__builtin_popcountll(A); A = (A << 2) & M2;   \
+        cnt[Lb] += (uint64_t)__builtin_popcountll(B); B = (B << 2) & M2;   \
+    } while (0)
+LMC_FORCE_INLINE void run_lengths16_body(const uint8_t* src, size_t m, uint8_t rb, uint32_t ge[17])
+{
+    uint64_t cnt[17] = { 0 };
+    int32_t diff[19] = { 0 };
+    size_t open = 0;
+    for (size_t i = 0; i < m; i += 64) {
+        uint64_t M = 0;
+        size_t const r = LMC_MIN((size_t)64, m - i);
+#if defined(__SSE2__)
+        if (r == 64) {
+            __m128i const k = _mm_set1_epi8((char)rb);
+            uint64_t const m0 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i)), k));
+            uint64_t const m1 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i + 16)), k));
+            uint64_t const m2 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i + 32)), k));
+            uint64_t const m3 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i + 48)), k));
+            M = m0 | (m1 << 16) | (m2 << 32) | (m3 << 48);
+        } else
+#endif
+        for (size_t j = 0; j < r; j++) M |= (uint64_t)(src[i + j] == rb) << j;
+        if (open) {
+            size_t const t = ~M ? (size_t)__builtin_ctzll(~M) : 64;
+            size_t const hi = LMC_MIN(open + t, (size_t)17);
+            if (open < hi) { diff[open]++; diff[hi]--; }   /* offsets open .. hi-1 */
+        }
+        /* two chains, odd and even offsets, each stepping by 2 */
+        uint64_t const M2 = M & (M << 1);
+        uint64_t A = M & ~((M << 1) | (open != 0));
+        uint64_t B = (A << 1) & M;
+        RL_STEP2(0, 1); RL_STEP2(2, 3); RL_STEP2(4, 5); RL_STEP2(6, 7);
+        RL_STEP2(8, 9); RL_STEP2(10, 11); RL_STEP2(12, 13); RL_STEP2(14, 15);
+        cnt[16] += (uint64_t)__builtin_popcountll(A);
+        /* rb bytes at the word's end: the run still open */
+        open = ~M ? (size_t)__builtin_clzll(~M) : open + 64;
+    }
+    int32_t run = 0;
+    for (int L = 0; L < 17; L++) { run += diff[L]; ge[L] = (uint32_t)cnt[L] + (uint32_t)run; }
+}
+#undef RL_STEP2
+
+static void run_lengths16_plain(const uint8_t* src, size_t m, uint8_t rb, uint32_t ge[17])
+{ run_lengths16_body(src, m, rb, ge); }
+#if LMC_HAS_BMI2_DISPATCH
+__attribute__((target("bmi2,popcnt"))) static void run_lengths16_bmi2(const uint8_t* src, size_t m, uint8_t rb, uint32_t ge[17])
+{ run_lengths16_body(src, m, rb, ge); }
+#endif
+
+/* A lower bound on the bytes of the RLE_HUF block. The token counts are
+ * known but for how the runs longer than 16 spread over the 12 length
+ * classes: merging those into one symbol can only lower the order-0
+ * entropy, no prefix code beats the entropy, and each such run carries at
+ * least 4 extra bits. */
+static size_t rle_lower_bound(const uint32_t hist[256], unsigned top, size_t m, const uint8_t* src)
+{
+    uint32_t ge[17];
+#if LMC_HAS_BMI2_DISPATCH
+    if (lmc_cpu_has_bmi2()) run_lengths16_bmi2(src, m, (uint8_t)top, ge);
+    else
+#endif
+    run_lengths16_plain(src, m, (uint8_t)top, ge);
+    double const tokens = (double)(m - hist[top]) + (double)ge[0];
+    double bits = 0;
+    for (unsigned s = 0; s < 256; s++)
+        if (s != top && hist[s]) bits += hist[s] * lmc_fast_log2((float)(tokens / hist[s]));
+    for (int L = 0; L < 17; L++) {
+        double const c = L < 16 ? (double)(ge[L] - ge[L + 1]) : (double)ge[16];
+        if (c > 0) bits += c * lmc_fast_log2((float)(tokens / c));
+    }
+    bits += 4.0 * ge[16] - 0.01 * tokens;   /* fast_log2 is within 0.005 of log2 */
+    /* coder byte, size, the table's symbol count, run byte, token count */
+    return 1 + 3 + 2 + 1 + 3 + (bits > 0 ? (size_t)(bits / 8) : 0);
+}
+
 /* Bits of an order-0 code of the RLE tokens, without tokenising. */
 static double rle_estimate_bits(const uint32_t hist[256], unsigned top, size_t m, size_t runs)
 {
@@ -308,6 +574,41 @@ static double rle_estimate_bits(const uint32_t hist[256], unsigned top, size_t m
     return bits;
 }
 
+LMC_FORCE_INLINE size_t ans_block(uint8_t* dst, size_t sz)
+{
+    dst[0] = LMC_CODER_ANS;
+    lmc_wr24(dst + 1, (uint32_t)sz);
+    return 4 + sz;
+}
+
+/* A lower bound on the bytes of the HUF block. Every code is at least a
+ * bit long; where the top byte covers half the block or more, the cheapest
+ * prefix code gives it exactly one bit (the other lengths then share half
+ * the code space), so the rest cost their own entropy plus a bit each. */
+static size_t huf_lower_bound(const uint32_t hist[256], unsigned top, size_t m)
+{
+    double bits = (double)m;
+    size_t const rest = m - hist[top];
+    if (2 * (size_t)hist[top] >= m && rest) {
+        double e = 0;
+        for (unsigned s = 0; s < 256; s++)
+            if (s != top && hist[s]) e += hist[s] * lmc_fast_log2((float)((double)rest / hist[s]));
+        e -= 0.01 * (double)rest;   /* fast_log2 is within 0.005 of log2 */
+        if (e > 0) bits += e;
+    }
+    /* coder byte, size, the table's symbol count, 3 stream sizes, 4 streams */
+    return 1 + 3 + 2 + 6 + (size_t)(bits / 8);
+}
+
+/* Exact RLE_HUF block size from the token frequencies in ws->freq (lengths
+ * left in ws->len_rle). */
+static size_t rle_size(lmc_block_ws* ws, uint64_t ext)
+{
+    lmc_huf_lengths(ws, ws->len_rle, ws->freq, LMC_ALPHA_RLE, LMC_HUF_MAXBITS);
+    uint64_t const bits = cost_bits(ws->freq, ws->len_rle, LMC_ALPHA_RLE) + ext;
+    return 1 + 3 + table_size(ws->len_rle, LMC_ALPHA_RLE) + 1 + 3 + (size_t)((bits + 7) >> 3);
+}
+
 size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size_t m,
                         const uint32_t hist[256], unsigned coders)
 {
@@ -320,6 +621,30 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         dst[0] = LMC_CODER_CONST; dst[1] = src[0];
         return 2;
     }
+    int const use_ans = (coders & (1u << LMC_CODER_ANS)) && nsymbols > 1 && (uint64_t)hist[top] * 8 > m;
+    int const rle_cand = (coders & (1u << LMC_CODER_RLE_HUF)) && (uint64_t)hist[top] * 4 > m;
+    size_t ans_est = 0, ans_sz = 0, rle_sz = (size_t)-1;
+    int ans_done = 0;
+
+    /* The choice is: the smallest of RAW, HUF and RLE_HUF (sizes exact;
+     * RLE_HUF only where an estimate says it may pay), then ANS instead if its
+     * estimate beats that by 3 % and it codes within it. Where ANS wins, it
+     * wins by far (on a delta's high byte, by 15-20 %): then lower bounds of
+     * HUF (a bit per symbol) and RLE_HUF already show the outcome, and
+     * neither Huffman code is built nor the runs tokenised. The output is
+     * the same byte for byte. */
+    if (use_ans) {
+        ans_est = 4 + lmc_ans_prepare(&ws->ans, hist, m);
+        size_t lb = 1 + m;
+        if (coders & (1u << LMC_CODER_HUF)) lb = LMC_MIN(lb, huf_lower_bound(hist, top, m));
+        if ((double)ans_est < 0.97 * (double)lb && rle_cand) lb = LMC_MIN(lb, rle_lower_bound(hist, top, m, src));
+        if ((double)ans_est < 0.97 * (double)lb) {
+            ans_sz = lmc_ans_encode(&ws->ans, dst + 4, m - 4, src, m);
+            ans_done = 1;
+            if (ans_sz && ans_sz + 5 <= lb) return ans_block(dst, ans_sz);
+        }
+    }
+
     size_t best = 1 + m;  /* RAW */
     int mode = LMC_CODER_RAW;
 
@@ -331,40 +656,34 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         huf_size = 1 + 3 + table_size(ws->len_lit, LMC_ALPHA_LIT) + 6 + (size_t)((bits + 7) >> 3) + 3;
         if (huf_size < best) { best = huf_size; mode = LMC_CODER_HUF; }
     }
-    size_t ntok = 0;
-    /* The tokeniser is the costliest step here, so it only runs when an
-     * entropy estimate of the token stream (literals, plus runs with a
-     * geometric length model) beats the exact Huffman cost by 4 %. */
+    /* RLE_HUF is only sized when an entropy estimate of its tokens (literals,
+     * plus runs with a geometric length model) beats the exact Huffman cost
+     * by 4 %. */
     int try_rle = 0;
-    if ((coders & (1u << LMC_CODER_RLE_HUF)) && (uint64_t)hist[top] * 4 > m) {
+    if (rle_cand) {
         size_t const runs = count_runs(src, m, (uint8_t)top);
         double const est = rle_estimate_bits(hist, top, m, runs);
         double const huf_bits = huf_size == (size_t)-1 ? 8.0 * m : 8.0 * (double)huf_size;
         try_rle = est < 0.96 * huf_bits;
     }
     if (try_rle) {
-        uint64_t ext;
-        ntok = rle_tokenize(ws, src, m, (uint8_t)top, &ext);
-        lmc_huf_lengths(ws, ws->len_rle, ws->freq, LMC_ALPHA_RLE, LMC_HUF_MAXBITS);
-        uint64_t const bits = cost_bits(ws->freq, ws->len_rle, LMC_ALPHA_RLE) + ext;
-        size_t const sz = 1 + 3 + table_size(ws->len_rle, LMC_ALPHA_RLE) + 1 + 3 + (size_t)((bits + 7) >> 3);
-        if (sz < best) { best = sz; mode = LMC_CODER_RLE_HUF; }
+        if (rle_sz == (size_t)-1) {
+            uint64_t ext;
+            rle_count(ws, src, m, (uint8_t)top, hist, &ext);
+            rle_sz = rle_size(ws, ext);
+        }
+        if (rle_sz < best) { best = rle_sz; mode = LMC_CODER_RLE_HUF; }
     }
 
     /* rANS: fractional bits. It codes and decodes at about half Huffman's
      * speed, so it is only used where it saves over 3 %: skewed bytes (a
      * delta's high byte), not the flat mantissa bytes where Huffman is within
      * a percent or two of the entropy. */
-    if ((coders & (1u << LMC_CODER_ANS)) && nsymbols > 1 && (uint64_t)hist[top] * 8 > m) {
-        size_t const est = 4 + lmc_ans_prepare(&ws->ans, hist, m);
-        if ((double)est < 0.97 * (double)best) {
-            size_t const sz = lmc_ans_encode(&ws->ans, dst + 4, best - 5, src, m);
-            if (sz) {
-                dst[0] = LMC_CODER_ANS;
-                lmc_wr24(dst + 1, (uint32_t)sz);
-                return 4 + sz;
-            }
-        }
+    if (use_ans && (double)ans_est < 0.97 * (double)best) {
+        /* already coded above with a looser limit: the payload is the same,
+         * only whether it fits differs */
+        if (!ans_done) ans_sz = lmc_ans_encode(&ws->ans, dst + 4, best - 5, src, m);
+        if (ans_sz && ans_sz + 5 <= best) return ans_block(dst, ans_sz);
     }
 
     if (mode == LMC_CODER_RAW) {
@@ -390,8 +709,11 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         lmc_wr24(dst + 1, (uint32_t)payload);
         return 4 + payload;
     }
-    /* RLE_HUF */
+    /* RLE_HUF: the tokens give the same frequencies as rle_count, so the
+     * lengths in ws->len_rle stand */
     {
+        uint64_t ext;
+        size_t const ntok = rle_tokenize(ws, src, m, (uint8_t)top, &ext);
         uint8_t* p = dst + 4;
         p += write_table(p, ws->len_rle, LMC_ALPHA_RLE);
         lmc_huf_canonical(ws->code, ws->len_rle, LMC_ALPHA_RLE);
