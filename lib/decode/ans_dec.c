@@ -6,40 +6,9 @@
  * to its initial value L. */
 #include <string.h>
 #include "ans_dec.h"
+#include "freq_dec.h"
 #include "error.h"
 #include "mem.h"
-
-static size_t read_table(uint16_t* f, const uint8_t* src, size_t size)
-{
-    LMC_RETURN_IF(size < 2, TRUNCATED);
-    unsigned const nsym = lmc_rd16(src);
-    LMC_RETURN_IF(nsym == 0 || nsym > 256, CORRUPT);
-    memset(f, 0, 256 * sizeof(*f));
-    size_t pos = 2;
-    uint32_t sum = 0;
-    for (unsigned s = 0; s < nsym;) {
-        LMC_RETURN_IF(pos >= size, TRUNCATED);
-        unsigned const b = src[pos++];
-        if (b == 0) {
-            LMC_RETURN_IF(pos >= size, TRUNCATED);
-            unsigned const z = (unsigned)src[pos++] + 1;
-            LMC_RETURN_IF(z > nsym - s, CORRUPT);
-            s += z;
-            continue;
-        }
-        unsigned v = b;
-        if (b >= 128) {
-            LMC_RETURN_IF(pos >= size, TRUNCATED);
-            v = ((b & 127) << 8) | src[pos++];
-            LMC_RETURN_IF(v < 128, CORRUPT);   /* one encoding per value */
-        }
-        LMC_RETURN_IF(v > LMC_ANS_M, CORRUPT);
-        f[s++] = (uint16_t)v;
-        sum += v;
-    }
-    LMC_RETURN_IF(sum != LMC_ANS_M, CORRUPT);
-    return pos;
-}
 
 /* Fills the slot table: slot cum(s) + k holds f(s), k and s. */
 static void build_slots(lmc_ans_dws* ws)
@@ -94,7 +63,7 @@ LMC_TARGET_BMI2 static size_t ans_rounds_bmi2(const lmc_ans_dslot* S, const uint
 
 size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
 {
-    size_t const tsz = read_table(ws->freq, src, size);
+    size_t const tsz = lmc_freq_read(ws->freq, 256, src, size);
     LMC_FORWARD(tsz);
     build_slots(ws);
     const lmc_ans_dslot* const S = ws->slot;

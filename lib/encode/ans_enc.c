@@ -4,78 +4,16 @@
  * per-symbol cost is the high half of a multiply, a multiply and an add. */
 #include <string.h>
 #include "ans_enc.h"
+#include "freq_enc.h"
 #include "mem.h"
-
-static void normalise(uint16_t* f, const uint32_t hist[256], size_t m)
-{
-    uint32_t sum = 0;
-    unsigned top = 0;
-    for (unsigned s = 0; s < 256; s++) {
-        if (!hist[s]) { f[s] = 0; continue; }
-        uint64_t v = ((uint64_t)hist[s] * LMC_ANS_M + m / 2) / m;
-        f[s] = (uint16_t)(v ? v : 1);
-        sum += f[s];
-        if (hist[s] > hist[top]) top = s;
-    }
-    /* rounding leaves the sum a little off: settle the difference on the
-     * largest frequencies, where it costs the least */
-    while (sum < LMC_ANS_M) { f[top]++; sum++; }
-    while (sum > LMC_ANS_M) {
-        unsigned big = top;
-        for (unsigned s = 0; s < 256; s++) if (f[s] > f[big]) big = s;
-        uint32_t const take = LMC_MIN(sum - LMC_ANS_M, (uint32_t)f[big] - 1);
-        if (take == 0) break;   /* cannot happen: 256 symbols of 1 sum to << M */
-        f[big] = (uint16_t)(f[big] - take);
-        sum -= take;
-    }
-}
-
-static size_t table_bytes(const uint16_t* f)
-{
-    unsigned nsym = 256;
-    while (nsym > 0 && f[nsym - 1] == 0) nsym--;
-    size_t n = 2;
-    for (unsigned s = 0; s < nsym;) {
-        if (f[s] == 0) {
-            unsigned z = 1;
-            while (s + z < nsym && f[s + z] == 0 && z < 256) z++;
-            n += 2; s += z;
-            continue;
-        }
-        n += f[s] < 128 ? 1 : 2;
-        s++;
-    }
-    return n;
-}
 
 size_t lmc_ans_prepare(lmc_ans_ws* ws, const uint32_t hist[256], size_t m)
 {
-    normalise(ws->freq, hist, m);
+    lmc_freq_normalise(ws->freq, hist, 256, m);
     float bits = 0;
     for (unsigned s = 0; s < 256; s++)
         if (hist[s]) bits += (float)hist[s] * (LMC_ANS_PROB_BITS - lmc_fast_log2((float)ws->freq[s]));
-    return table_bytes(ws->freq) + 4 * LMC_ANS_STATES + (size_t)(bits / 8) + 2;
-}
-
-static size_t write_table(uint8_t* p, const uint16_t* f)
-{
-    unsigned nsym = 256;
-    while (nsym > 0 && f[nsym - 1] == 0) nsym--;
-    uint8_t* const start = p;
-    lmc_wr16(p, (uint16_t)nsym); p += 2;
-    for (unsigned s = 0; s < nsym;) {
-        if (f[s] == 0) {
-            unsigned z = 1;
-            while (s + z < nsym && f[s + z] == 0 && z < 256) z++;
-            *p++ = 0; *p++ = (uint8_t)(z - 1);
-            s += z;
-            continue;
-        }
-        if (f[s] < 128) *p++ = (uint8_t)f[s];
-        else { *p++ = (uint8_t)(0x80 | (f[s] >> 8)); *p++ = (uint8_t)f[s]; }
-        s++;
-    }
-    return (size_t)(p - start);
+    return lmc_freq_size(ws->freq, 256) + 4 * LMC_ANS_STATES + (size_t)(bits / 8) + 2;
 }
 
 /* One symbol, coded into state xs. A state emits a word at random, every
@@ -187,10 +125,10 @@ size_t lmc_ans_encode(lmc_ans_ws* ws, uint8_t* dst, size_t cap, const uint8_t* s
     if (nk == ANS_FULL) return 0;
     uint8_t* const p = wp + 2 + 2 * (ptrdiff_t)nk;
     size_t const body = (size_t)(end - p);
-    size_t const tsz = table_bytes(ws->freq);
+    size_t const tsz = lmc_freq_size(ws->freq, 256);
     size_t const total = tsz + 4 * LMC_ANS_STATES + body;
     if (total > cap) return 0;
-    uint8_t* o = dst + write_table(dst, ws->freq);
+    uint8_t* o = dst + lmc_freq_write(dst, ws->freq, 256);
     for (int j = 0; j < LMC_ANS_STATES; j++) { lmc_wr32(o, (uint32_t)x[j]); o += 4; }
     memcpy(o, p, body);
     return total;
