@@ -401,6 +401,23 @@ static size_t count_runs(const uint8_t* src, size_t m, uint8_t b)
  * "is the run byte" mask (a run starts and ends at consecutive ones) are
  * listed in order, 8 per 32-bit half without a branch per transition, and
  * the runs are then read off as differences of neighbours. */
+
+/* Bit j set where p[j] == rb, for the r <= 64 bytes at p. */
+LMC_FORCE_INLINE uint64_t eq_mask64(const uint8_t* p, size_t r, uint8_t rb)
+{
+    uint64_t M = 0;
+#if defined(__SSE2__)
+    if (r == 64) {
+        __m128i const k = _mm_set1_epi8((char)rb);
+        for (int j = 0; j < 4; j++)
+            M |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(const void*)(p + 16 * j)), k)) << (16 * j);
+        return M;
+    }
+#endif
+    for (size_t j = 0; j < r; j++) M |= (uint64_t)(p[j] == rb) << j;
+    return M;
+}
+
 LMC_FORCE_INLINE void rle_count_body(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8_t rb,
                                      const uint32_t hist[256], uint64_t* extra_bits)
 {
@@ -411,16 +428,7 @@ LMC_FORCE_INLINE void rle_count_body(lmc_block_ws* ws, const uint8_t* src, size_
     uint64_t ext = 0, carry = 0;
     size_t np = 0;
     for (size_t i = 0; i < m; i += 64) {
-        uint64_t M = 0;
-        size_t const r = LMC_MIN((size_t)64, m - i);
-#if defined(__SSE2__)
-        if (r == 64) {
-            __m128i const k = _mm_set1_epi8((char)rb);
-            for (int j = 0; j < 4; j++)
-                M |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i + 16 * j)), k)) << (16 * j);
-        } else
-#endif
-        for (size_t j = 0; j < r; j++) M |= (uint64_t)(src[i + j] == rb) << j;
+        uint64_t const M = eq_mask64(src + i, LMC_MIN((size_t)64, m - i), rb);
         uint64_t T = M ^ ((M << 1) | carry);
         carry = M >> 63;
         /* two halves, two independent bit-clearing chains */
@@ -493,19 +501,7 @@ LMC_FORCE_INLINE void run_lengths16_body(const uint8_t* src, size_t m, uint8_t r
     int32_t diff[19] = { 0 };
     size_t open = 0;
     for (size_t i = 0; i < m; i += 64) {
-        uint64_t M = 0;
-        size_t const r = LMC_MIN((size_t)64, m - i);
-#if defined(__SSE2__)
-        if (r == 64) {
-            __m128i const k = _mm_set1_epi8((char)rb);
-            uint64_t const m0 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i)), k));
-            uint64_t const m1 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i + 16)), k));
-            uint64_t const m2 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i + 32)), k));
-            uint64_t const m3 = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i + 48)), k));
-            M = m0 | (m1 << 16) | (m2 << 32) | (m3 << 48);
-        } else
-#endif
-        for (size_t j = 0; j < r; j++) M |= (uint64_t)(src[i + j] == rb) << j;
+        uint64_t const M = eq_mask64(src + i, LMC_MIN((size_t)64, m - i), rb);
         if (open) {
             size_t const t = ~M ? (size_t)__builtin_ctzll(~M) : 64;
             size_t const hi = LMC_MIN(open + t, (size_t)17);
