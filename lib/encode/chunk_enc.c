@@ -151,7 +151,7 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         size_t const g_est = LMC_MIN(e.plain, e.xor_);
         /* REFCTX clearly behind on the sample (Adam's first moment): skip its full
          * pass (a small block is its own sample, and cheap to try) */
-        size_t const rc_est = m >= 8192 && e.refctx > g_est + g_est / 8 ? SIZE_MAX : lmc_refctx_prepare(&ws->rc, s, rr, m, w);
+        size_t const rc_est = m >= 8192 && e.refctx > g_est + g_est / 32 ? SIZE_MAX : lmc_refctx_prepare(&ws->rc, s, rr, m, w);
         size_t sz = 0;
         if (rc_est != SIZE_MAX && g_est > rc_est + rc_est / 32) {
             sz = lmc_refctx_encode(&ws->rc, p, worst);

@@ -95,6 +95,56 @@ static void analyse16_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src,
     }
     *done = i;
 }
+
+/* 32-bit values, 4 at a time. Where the sign changes, t = -(|c| + |r| + 1)
+ * needs 33 bits as a signed number, so lanes keep |t| (32 bits, unsigned)
+ * and the sign apart. The bit length comes from the float exponent of |t|'s
+ * top bit alone (smeared down, then isolated), which converts exactly. */
+static void analyse32_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src, const uint8_t* ref, size_t m, size_t* done)
+{
+    __m128i const lo31 = _mm_set1_epi32(0x7FFFFFFF), zero = _mm_setzero_si128();
+    __m128i const expo = _mm_set1_epi32(126), one = _mm_set1_epi32(1), ff = _mm_set1_epi32(0xFF);
+    size_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+        __m128i const c = _mm_loadu_si128((const __m128i*)(const void*)(src + 4 * i));
+        __m128i const r = _mm_loadu_si128((const __m128i*)(const void*)(ref + 4 * i));
+        __m128i const cross = _mm_srai_epi32(_mm_xor_si128(c, r), 31);
+        __m128i const ca = _mm_and_si128(c, lo31), ra = _mm_and_si128(r, lo31);
+        __m128i const t = _mm_sub_epi32(ca, ra);                       /* same sign: fits */
+        __m128i const ts = _mm_srai_epi32(t, 31);
+        __m128i const mag_same = _mm_sub_epi32(_mm_xor_si128(t, ts), ts);
+        __m128i const mag_cross = _mm_add_epi32(_mm_add_epi32(ca, ra), one);   /* unsigned */
+        __m128i const mag = _mm_or_si128(_mm_and_si128(cross, mag_cross), _mm_andnot_si128(cross, mag_same));
+        __m128i const sm = _mm_or_si128(cross, ts);
+        __m128i x = _mm_or_si128(mag, _mm_srli_epi32(mag, 1));
+        x = _mm_or_si128(x, _mm_srli_epi32(x, 2));
+        x = _mm_or_si128(x, _mm_srli_epi32(x, 4));
+        x = _mm_or_si128(x, _mm_srli_epi32(x, 8));
+        x = _mm_or_si128(x, _mm_srli_epi32(x, 16));
+        __m128i const top = _mm_add_epi32(_mm_srli_epi32(x, 1), one);   /* 2^(k-1); 1 for mag = 0 */
+        /* 2^31 converts as -2^31: the exponent field is still right */
+        __m128i k = _mm_sub_epi32(_mm_and_si128(_mm_srli_epi32(_mm_castps_si128(_mm_cvtepi32_ps(top)), 23), ff), expo);
+        __m128i const nz = _mm_xor_si128(_mm_cmpeq_epi32(mag, zero), _mm_set1_epi32(-1));
+        k = _mm_and_si128(k, nz);
+        __m128i const tok = _mm_and_si128(_mm_add_epi32(_mm_sub_epi32(_mm_add_epi32(k, k), one), _mm_and_si128(sm, one)), nz);
+        __m128i const nb = _mm_add_epi32(k, nz);
+        __m128i const ctx = _mm_and_si128(_mm_srli_epi32(r, 23), ff);
+        uint32_t low[4];
+        uint8_t tk[16], nbv[16], cx[16];
+        _mm_storeu_si128((__m128i*)(void*)low, _mm_xor_si128(mag, sm));
+        _mm_storeu_si128((__m128i*)(void*)tk, _mm_packus_epi16(_mm_packs_epi32(tok, zero), zero));
+        _mm_storeu_si128((__m128i*)(void*)nbv, _mm_packus_epi16(_mm_packs_epi32(nb, zero), zero));
+        _mm_storeu_si128((__m128i*)(void*)cx, _mm_packus_epi16(_mm_packs_epi32(ctx, zero), zero));
+        memcpy(ws->tok + i, tk, 4);
+        memcpy(ws->ctx + i, cx, 4);
+        for (int j = 0; j < 4; j++) {
+            ws->count[cx[j]][tk[j]]++;
+            ws->seen[cx[j]] = 1;
+            raw_put(rw, low[j], nbv[j]);
+        }
+    }
+    *done = i;
+}
 #endif
 
 /* Bits to code a group's tokens with its own order-0 table, plus the table
@@ -181,6 +231,9 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
 #endif
         for (; i < m; i++) analyse_value(ws, &rw, i, lmc_rd16(src + 2 * i), lmc_rd16(ref + 2 * i), 16);
     } else {
+#if defined(__SSE2__)
+        analyse32_sse2(ws, &rw, src, ref, m, &i);
+#endif
         for (; i < m; i++) analyse_value(ws, &rw, i, lmc_rd32(src + 4 * i), lmc_rd32(ref + 4 * i), 32);
     }
     if (rw.nacc) *rw.o++ = (uint8_t)rw.acc;
