@@ -258,14 +258,15 @@ ver() { "$@" 2>&1 | head -n 1 | sed -E 's/^\*+ //; s/, by .*//; s/ \*+$//' | tr 
     echo "Best of every other row of the same delta (\`lmc --no-refctx\`, byte-grouped zstd, blosc, zstd -1/-3/-19, lz4, pigz, bzip2 -9, xz -6); lmc and lmc --no-refctx at 1 thread."
     echo "ZipNN is not in Debian and cannot be installed here (no PyPI): not measured."
     echo
-    echo "| input | lmc ratio | lmc --no-refctx ratio | best other | its ratio | lmc smaller by |"
-    echo "|---|---:|---:|---|---:|---:|"
+    echo "| input | lmc ratio | lmc --no-refctx ratio | best other (incl. --no-refctx) | its ratio | lmc smaller by | best peer (not lmc) | its ratio | lmc smaller by |"
+    echo "|---|---:|---:|---|---:|---:|---|---:|---:|"
     for kind in $KINDS; do
         awk -F, -v k="$kind" 'NR > 1 && $1 == k && $2 == "delta" {
             if ($3 == "lmc" && $4 == 1) l = $7
             if ($3 == "lmc --no-refctx" && $4 == 1) p = $7
             if ($3 != "lmc" && $3 != "lmc (CLI)" && $3 != "order-0 floor" && (b == "" || $7 + 0 < b + 0)) { b = $7; bt = $3 }
-        } END { printf "| %s delta | %s | %s | %s | %s | %.1f %% |\n", k, l, p, bt, b, 100 * (1 - l / b) }' "$CSV"
+            if ($3 !~ /^lmc/ && $3 != "order-0 floor" && (e == "" || $7 + 0 < e + 0)) { e = $7; et = $3 }
+        } END { printf "| %s delta | %s | %s | %s | %s | %.1f %% | %s | %s | %.1f %% |\n", k, l, p, bt, b, 100 * (1 - l / b), et, e, 100 * (1 - l / e) }' "$CSV"
     done
     echo
     echo "## REFCTX coder stages (bench/refctx_stages.c: float tensors only, one thread, in memory, median of 7)"
