@@ -31,4 +31,19 @@ static inline unsigned lmc_refctx_ctx(uint32_t r, unsigned bits) { return (r >> 
 /* Token of a difference of magnitude mag (bit length k) and sign neg. */
 static inline unsigned lmc_refctx_token(unsigned k, unsigned neg) { return k ? 2 * k - 1 + neg : 0; }
 
+/* The coded difference of value c to reference value r (bits = W):
+ * t = (|c| or, across zero, ~|c|) - |r|, which is the format's mono
+ * difference without the mapping. Returns its token; *mag = |t|, *sm = the
+ * sign of t as a mask (0 or -1), *k = bit length of |t|. */
+static inline unsigned lmc_refctx_diff(uint64_t c, uint64_t r, unsigned bits, uint64_t* mag, int64_t* sm, unsigned* k)
+{
+    uint64_t const M = (1ull << (bits - 1)) - 1;
+    int64_t const cross = -(int64_t)((c ^ r) >> (bits - 1) & 1);
+    int64_t const t = (int64_t)((c & M) ^ (uint64_t)cross) - (int64_t)(r & M);
+    *sm = t >> 63;
+    *mag = (uint64_t)((t ^ *sm) - *sm);
+    *k = 64u - (unsigned)__builtin_clzll(*mag | 1) - (*mag == 0);
+    return lmc_refctx_token(*k, (unsigned)(*sm & 1));
+}
+
 #endif

@@ -81,7 +81,6 @@ static vblock_estimates sample_estimates(lmc_chunk_ws* ws, const uint8_t* src, c
     memset(seen, 0, LMC_REFCTX_CONTEXTS);
     size_t const nwin = m >= 8192 ? 4 : 1, span = nwin == 1 ? m : 512, step = m / nwin;
     unsigned const bits = 8 * w;
-    uint32_t const S = 1u << (bits - 1), M = S - 1;
     uint64_t raw = 0;
     for (size_t wi = 0; wi < nwin; wi++) {
         for (size_t i = wi * step; i < wi * step + span; i++) {
@@ -94,14 +93,13 @@ static vblock_estimates sample_estimates(lmc_chunk_ws* ws, const uint8_t* src, c
                 vp = bits == 32 ? (vp << 1) | (vp >> 31) : (((vp << 1) | (vp >> 15)) & 0xFFFFu);
             }
             for (unsigned k = 0; k < w; k++) { hx[k][(uint8_t)(vx >> (8 * k))]++; hp[k][(uint8_t)(vp >> (8 * k))]++; }
-            /* the REFCTX token, as refctx_enc.c computes it */
-            int64_t const cross = ((v ^ x) & S) ? -1 : 0;
-            int64_t const t = ((int64_t)(v & M) ^ cross) - (int64_t)(x & M);
-            uint64_t const mag = (uint64_t)(t < 0 ? -t : t);
-            unsigned const kb = mag ? 64u - (unsigned)__builtin_clzll(mag) : 0u;
+            uint64_t mag;
+            int64_t sm;
+            unsigned kb;
+            unsigned const tok = lmc_refctx_diff(v, x, bits, &mag, &sm, &kb);
             unsigned const ctx = lmc_refctx_ctx(x, bits);
             if (!seen[ctx]) { seen[ctx] = 1; memset(tc + ctx * LMC_REFCTX_ALPHA_MAX, 0, LMC_REFCTX_ALPHA_MAX * sizeof(*tc)); }
-            tc[ctx * LMC_REFCTX_ALPHA_MAX + (kb ? 2 * kb - 1 + (t < 0) : 0)]++;
+            tc[ctx * LMC_REFCTX_ALPHA_MAX + tok]++;
             raw += kb ? kb - 1 : 0;
         }
     }

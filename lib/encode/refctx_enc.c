@@ -28,19 +28,15 @@ LMC_FORCE_INLINE void raw_put(rawwriter* rw, uint64_t bits, unsigned nb)
     rw->nacc &= 7;
 }
 
-/* One value: token, context, count, raw bits.
- * t = (|c| or, across zero, ~|c|) - |r|: the format's mono difference without
- * the mapping (doc/format.md). The raw bits are e = t - base(token): the bits
- * of |t| below its leading one, complemented when t < 0. */
+/* One value: token, context, count, raw bits. The raw bits are
+ * e = t - base(token): the bits of |t| below its leading one, complemented
+ * when t < 0. */
 LMC_FORCE_INLINE void analyse_value(lmc_refctx_ws* ws, rawwriter* rw, size_t i, uint64_t c, uint64_t r, unsigned bits)
 {
-    uint64_t const M = (1ull << (bits - 1)) - 1;
-    int64_t const cross = -(int64_t)((c ^ r) >> (bits - 1));
-    int64_t const t = (int64_t)((c & M) ^ (uint64_t)cross) - (int64_t)(r & M);
-    int64_t const sm = t >> 63;
-    uint64_t const mag = (uint64_t)((t ^ sm) - sm);
-    unsigned const k = 64u - (unsigned)__builtin_clzll(mag | 1) - (mag == 0);
-    unsigned const tok = k ? 2 * k - 1 + (unsigned)(sm & 1) : 0;
+    uint64_t mag;
+    int64_t sm;
+    unsigned k;
+    unsigned const tok = lmc_refctx_diff(c, r, bits, &mag, &sm, &k);
     unsigned const ctx = lmc_refctx_ctx((uint32_t)r, bits);
     ws->tok[i] = (uint8_t)tok;
     ws->ctx[i] = (uint8_t)ctx;
