@@ -167,6 +167,15 @@ static void test_handmade(void** state)
     assert_int_equal(lmc_refctx_decode(s->dec, s->out, 5, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
     lmc_wr16(s->ref + 2 * 3, 0xFFFF);
     assert_int_equal(lmc_refctx_decode(s->dec, s->out, 5, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
+    /* the same check where values go 8 at a time */
+    for (size_t i = 0; i < 40; i++) lmc_wr16(s->ref + 2 * i, 0x3F80);
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 40, 2, s->ref, s->buf, n), 0);
+    for (size_t i = 0; i < 40; i++) assert_int_equal(lmc_rd16(s->out + 2 * i), 0x3F81);
+    for (size_t at = 0; at < 40; at += 13) {
+        lmc_wr16(s->ref + 2 * at, 0x7FFF);
+        assert_int_equal(lmc_refctx_decode(s->dec, s->out, 40, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
+        lmc_wr16(s->ref + 2 * at, 0x3F80);
+    }
     /* the same table read as a 32-bit block: +1 ulp of 1.0f */
     lmc_wr32(s->ref, 0x3F800000u);
     assert_int_equal(lmc_refctx_decode(s->dec, s->out, 1, 4, s->ref, s->buf, n), 0);

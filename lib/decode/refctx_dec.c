@@ -144,11 +144,81 @@ LMC_FORCE_INLINE size_t apply_values(const lmc_refctx_dws* ws, uint8_t* dst, siz
     return 0;
 }
 
+#if defined(__SSE2__)
+/* 16-bit values, pass 2 split in two. 2a: every value's t = base + raw bits,
+ * each read at its own bit offset (one add carries from value to value, not
+ * a shifting bit buffer). 2b: |r| + t, the sign and the range check, 8
+ * values per step in SIMD lanes. */
+LMC_FORCE_INLINE size_t apply16_split(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb)
+{
+    const uint8_t* const raw = rb->p;
+    size_t const raw_size = (size_t)(rb->end - rb->p);
+    const uint8_t* const tok = ws->tok;
+    int32_t* const tl = ws->tl;
+    uint64_t off = 0;
+    size_t i = 0;
+    /* a value needs at most 7 + 15 bits from one 8-byte read, which must lie
+     * inside the stream: off >> 3 <= raw_size - 8 */
+    uint64_t const lim = raw_size >= 8 ? (uint64_t)(raw_size - 7) * 8 : 0;
+    for (; i < m && off < lim; i++) {
+        unsigned const tk = tok[i], nb = ws->tbits[tk];
+        uint64_t const low = (lmc_rd64(raw + (off >> 3)) >> (off & 7)) & ws->tmask[tk];
+        off += nb;
+        tl[i] = (int32_t)ws->tbase[tk] + (int32_t)low;
+    }
+    for (; i < m; i++) {
+        unsigned const tk = tok[i], nb = ws->tbits[tk];
+        LMC_RETURN_IF(off + nb > 8 * (uint64_t)raw_size, CORRUPT);
+        uint64_t low = 0;
+        for (unsigned b = 0; b < nb; b++, off++) low |= (uint64_t)((raw[off >> 3] >> (off & 7)) & 1) << b;
+        tl[i] = (int32_t)ws->tbase[tk] + (int32_t)low;
+    }
+    /* leave the reader where the bits end, for the caller's exact-length check */
+    rb->p = raw + (off >> 3);
+    rb->bb = 0; rb->bc = 0;
+    if (off & 7) { rb->bb = (uint64_t)(*rb->p++ >> (off & 7)); rb->bc = 8 - (unsigned)(off & 7); }
+
+    __m128i const lo15 = _mm_set1_epi32(0x7FFF), sbit = _mm_set1_epi32(0x8000), zero = _mm_setzero_si128();
+    __m128i bad = zero;
+    size_t j = 0;
+    for (; j + 8 <= m; j += 8) {
+        __m128i const r16 = _mm_loadu_si128((const __m128i*)(const void*)(ref + 2 * j));
+        __m128i o[2];
+        for (int h = 0; h < 2; h++) {
+            __m128i const r = h ? _mm_unpackhi_epi16(r16, zero) : _mm_unpacklo_epi16(r16, zero);
+            __m128i const v = _mm_add_epi32(_mm_and_si128(r, lo15), _mm_loadu_si128((const __m128i*)(const void*)(tl + j + 4 * h)));
+            __m128i const sg = _mm_srai_epi32(v, 31);
+            __m128i const a = _mm_xor_si128(v, sg);
+            bad = _mm_or_si128(bad, a);
+            __m128i const out = _mm_or_si128(_mm_and_si128(_mm_xor_si128(r, sg), sbit), a);
+            o[h] = _mm_srai_epi32(_mm_slli_epi32(out, 16), 16);   /* low 16 bits, signed: packs keeps them */
+        }
+        _mm_storeu_si128((__m128i*)(void*)(dst + 2 * j), _mm_packs_epi32(o[0], o[1]));
+    }
+    uint32_t b4[4];
+    _mm_storeu_si128((__m128i*)(void*)b4, bad);
+    uint32_t badv = b4[0] | b4[1] | b4[2] | b4[3];
+    for (; j < m; j++) {
+        uint32_t const r = lmc_rd16(ref + 2 * j);
+        int32_t const v = (int32_t)(r & 0x7FFF) + tl[j];
+        int32_t const sg = v >> 31;
+        uint32_t const a = (uint32_t)(v ^ sg);
+        badv |= a;
+        lmc_wr16(dst + 2 * j, (uint16_t)(((r ^ (uint32_t)sg) & 0x8000) | a));
+    }
+    LMC_RETURN_IF(badv >> 15, CORRUPT);
+    return 0;
+}
+#endif
+
 LMC_FORCE_INLINE size_t decode_body(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
                                     uint32_t x[4], rawbits* rb, const uint8_t** wp, const uint8_t* wend,
                                     unsigned bits)
 {
     LMC_FORWARD(decode_tokens(ws, m, ref, x, wp, wend, bits));
+#if defined(__SSE2__)
+    if (bits == 16) return apply16_split(ws, dst, m, ref, rb);
+#endif
     return apply_values(ws, dst, m, ref, rb, bits);
 }
 
@@ -196,6 +266,7 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
     for (unsigned tok = 0; tok < alpha; tok++) {
         unsigned const k = (tok + 1) >> 1, neg = tok && !(tok & 1);
         ws->tbits[tok] = (uint8_t)(k ? k - 1 : 0);
+        ws->tmask[tok] = (uint32_t)((1ull << ws->tbits[tok]) - 1);
         ws->tbase[tok] = !k ? 0 : neg ? 1 - ((int64_t)1 << k) : ((int64_t)1 << (k - 1));
     }
     LMC_RETURN_IF(size < 1, TRUNCATED);
