@@ -150,7 +150,7 @@ typedef enum {
     LMC_P_FORMAT       = 1, /* lmc_format; default AUTO */
     LMC_P_DTYPE        = 2, /* lmc_dtype for LMC_FORMAT_RAW; default BYTES */
     LMC_P_THREADS      = 3, /* worker threads, >= 1; default 1. Output is identical for every value. */
-    LMC_P_CHUNK_LOG    = 4, /* log2 of the nominal chunk size, 20..26; default 21 (2 MiB) */
+    LMC_P_CHUNK_LOG    = 4, /* log2 of the nominal chunk size, 20..26; default 20 (1 MiB) */
     LMC_P_LAYOUT       = 5, /* 0 auto (default; float deltas may use REFCTX), 1 force byte-grouped, 2 force sign-rotated */
     LMC_P_CONTENT_SIZE = 6, /* streaming: pledged total input size, or -1 (default) if unknown */
     LMC_P_CODERS       = 7  /* bit mask of allowed block coders (1<<coder id); default all. Testing aid. */

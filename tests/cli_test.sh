@@ -71,7 +71,7 @@ for f in empty one rand zeros model.safetensors; do
     fi
 done
 check "no temporary files left after round trips" no_tmp
-# several chunks (2 MiB each), zeros + random, through files and pipes, 1..4 threads
+# several chunks (1 MiB each), zeros + random, through files and pipes, 1..4 threads
 { head -c 3000000 /dev/zero; head -c 7000000 /dev/urandom; head -c 1000000 /dev/zero; } > multi.bin
 for t in 1 2 4; do
     rm -f multi.bin.lmc multi.out

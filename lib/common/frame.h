@@ -18,7 +18,7 @@
 
 #define LMC_CHUNK_LOG_MIN  20
 #define LMC_CHUNK_LOG_MAX  26
-#define LMC_CHUNK_LOG_DEFAULT 21
+#define LMC_CHUNK_LOG_DEFAULT 20
 
 #define LMC_PIECE_HDR      8
 #define LMC_PIECE_XOR      0x01

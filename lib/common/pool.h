@@ -13,6 +13,11 @@ void      lmc_pool_free(lmc_pool* pool);
 unsigned  lmc_pool_threads(const lmc_pool* pool);
 /* Blocks until every index has run. Indices are handed out in increasing order,
  * so early jobs finish first; the caller thread works too. pool may be NULL (serial). */
+/* Jobs per fork-join batch for `threads` threads. Two per thread: the pool
+ * hands indices out as threads free up, so one slow chunk no longer leaves
+ * the other threads idle until the batch ends, and a file of a few chunks
+ * still spreads over all threads. One thread needs no more than one slot. */
+static inline unsigned lmc_pool_batch(unsigned threads) { return threads > 1 ? 2 * threads : 1; }
 void      lmc_pool_run(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count);
 
 #endif

@@ -175,13 +175,14 @@ static size_t check_ref(lmc_dctx* d, const lmc_frame_header* h)
 static size_t ensure_djobs(lmc_dctx* d, unsigned chunk_log, int streaming)
 {
     LMC_RETURN_IF(chunk_log > d->max_chunk_log, LIMIT);
-    if (d->njobs == d->threads && d->res_chunk_log >= chunk_log) return 0;
+    unsigned const nj = lmc_pool_batch(d->threads);
+    if (d->njobs == nj && d->res_chunk_log >= chunk_log) return 0;
     free_djobs(d);
     d->pool = lmc_pool_create(d->threads);
     LMC_RETURN_IF(!d->pool, THREAD);
-    d->jobs = (dec_job*)calloc(d->threads, sizeof(dec_job));
+    d->jobs = (dec_job*)calloc(nj, sizeof(dec_job));
     LMC_RETURN_IF(!d->jobs, MEMORY);
-    d->njobs = d->threads;
+    d->njobs = nj;
     d->res_chunk_log = chunk_log;
     for (unsigned i = 0; i < d->njobs; i++) {
         dec_job* const j = &d->jobs[i];

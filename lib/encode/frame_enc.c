@@ -1,9 +1,9 @@
 /* frame_enc.c - compression contexts: frame header, chunk planning, the
  * thread pool, streaming, seek table and footer (doc/format.md).
  *
- * Work is cut into chunks of 2^chunk_log bytes of content; up to `threads`
- * chunks are coded at once, each by its own job slot, and written in order,
- * so the output does not depend on the thread count. */
+ * Work is cut into chunks of 2^chunk_log bytes of content; batches of up to
+ * 2 x `threads` chunks are coded at once, each by its own job slot, and
+ * written in order, so the output does not depend on the thread count. */
 #include <stdlib.h>
 #include <string.h>
 #include "lmc.h"
@@ -162,13 +162,14 @@ static size_t chunk_max(const lmc_cctx* c) { return (size_t)lmc_chunk_max_conten
 
 static size_t ensure_jobs(lmc_cctx* c)
 {
-    if (c->njobs == c->threads && c->res_chunk_log == c->chunk_log) return 0;
+    unsigned const nj = lmc_pool_batch(c->threads);
+    if (c->njobs == nj && c->res_chunk_log == c->chunk_log) return 0;
     free_jobs(c);
     c->pool = lmc_pool_create(c->threads);
     LMC_RETURN_IF(!c->pool, THREAD);
-    c->jobs = (enc_job*)calloc(c->threads, sizeof(enc_job));
+    c->jobs = (enc_job*)calloc(nj, sizeof(enc_job));
     LMC_RETURN_IF(!c->jobs, MEMORY);
-    c->njobs = c->threads;
+    c->njobs = nj;
     c->res_chunk_log = c->chunk_log;
     size_t const cm = chunk_max(c);
     for (unsigned i = 0; i < c->njobs; i++) {
@@ -282,7 +283,7 @@ static void add_stats(lmc_frame_stats* a, const lmc_frame_stats* b)
     for (int d = 0; d < LMC_DTYPE_COUNT; d++) { a->dtype_in[d] += b->dtype_in[d]; a->dtype_out[d] += b->dtype_out[d]; }
 }
 
-/* Codes up to `threads` chunks from base (content offset base_off, `avail`
+/* Codes up to njobs chunks from base (content offset base_off, `avail`
  * bytes). Returns the content bytes consumed (0: need more input). The coded
  * chunks are left in the job buffers: *njobs of them, in order. */
 static size_t encode_batch(lmc_cctx* c, const uint8_t* base, uint64_t base_off, size_t avail, int final, unsigned* njobs)
@@ -526,7 +527,7 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
 
 size_t lmc_cstream_in_size(const lmc_cctx* c)
 {
-    return c ? (size_t)c->threads * (size_t)lmc_chunk_max_content(c->chunk_log) : 0;
+    return c ? (size_t)lmc_pool_batch(c->threads) * (size_t)lmc_chunk_max_content(c->chunk_log) : 0;
 }
 
 size_t lmc_compress_stream(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
