@@ -17,6 +17,13 @@ void lmc_hstate_update(XXH3_state_t* st, const void* p, size_t n)
     XXH3_64bits_update(st, p, n);
 }
 
+void lmc_hash_span_run(void* span)
+{
+    lmc_hash_span* const h = (lmc_hash_span*)span;
+    if (h->n) lmc_hstate_update(h->st, h->p, h->n);
+    h->n = 0;
+}
+
 uint64_t lmc_hash64(const void* data, size_t size) { return lmc_h64(data, size); }
 
 struct lmc_hash_state_s { XXH3_state_t* st; };

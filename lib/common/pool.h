@@ -6,6 +6,7 @@
 
 typedef struct lmc_pool_s lmc_pool;
 typedef void (*lmc_job_fn)(void* arg, size_t index);
+typedef void (*lmc_serial_fn)(void* arg);
 
 /* threads includes the calling thread: threads == 1 starts no worker. NULL on failure. */
 lmc_pool* lmc_pool_create(unsigned threads);
@@ -19,5 +20,8 @@ unsigned  lmc_pool_threads(const lmc_pool* pool);
  * still spreads over all threads. One thread needs no more than one slot. */
 static inline unsigned lmc_pool_batch(unsigned threads) { return threads > 1 ? 2 * threads : 1; }
 void      lmc_pool_run(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count);
+/* The same, and the caller runs serial(sarg) while the workers start on the
+ * jobs (before it takes jobs itself). serial must not touch what jobs write. */
+void      lmc_pool_run_with(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count, lmc_serial_fn serial, void* sarg);
 
 #endif

@@ -244,15 +244,23 @@ static size_t seek_push(lmc_dctx* d, const dec_job* j)
     return 0;
 }
 
-/* Runs the ready jobs; returns the first error in frame order, if any. */
-static size_t run_batch(lmc_dctx* d, unsigned k)
+/* Runs the ready jobs; returns the first error in frame order, if any.
+ * pend == NULL: this batch's content joins the frame checksum now. Otherwise
+ * the content in *pend (the previous batch's, in the caller's buffer, which
+ * this batch does not write) is hashed by the caller thread while the workers
+ * decode, and this batch's content is left in *pend for the next call. */
+static size_t run_batch(lmc_dctx* d, unsigned k, lmc_hash_span* pend)
 {
-    lmc_pool_run(d->pool, run_djob, d, k);
+    lmc_pool_run_with(d->pool, run_djob, d, k, pend && pend->n ? lmc_hash_span_run : NULL, pend);
     for (unsigned i = 0; i < k; i++) LMC_FORWARD(d->jobs[i].result);
     for (unsigned i = 0; i < k; i++) {
-        lmc_hstate_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
+        if (!pend) lmc_hstate_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
         LMC_FORWARD(seek_push(d, &d->jobs[i]));
         d->total_out += d->jobs[i].content_size;
+    }
+    if (pend && k) {
+        pend->p = d->jobs[0].dst;   /* one-shot: the batch decoded into one contiguous span */
+        pend->n = (size_t)(d->jobs[k - 1].dst + d->jobs[k - 1].content_size - d->jobs[0].dst);
     }
     return 0;
 }
@@ -294,6 +302,7 @@ size_t lmc_decompress(lmc_dctx* d, void* dstv, size_t cap, const void* srcv, siz
     LMC_RETURN_IF(d->hdr.content_size_known && d->hdr.content_size > cap, DST_TOO_SMALL);
     LMC_FORWARD(ensure_djobs(d, d->hdr.chunk_log, 0));
     size_t pos = LMC_HDR_SIZE, out = 0;
+    lmc_hash_span pend = { d->hstate, NULL, 0 };
     for (;;) {
         unsigned k = 0;
         while (k < d->njobs) {
@@ -312,9 +321,10 @@ size_t lmc_decompress(lmc_dctx* d, void* dstv, size_t cap, const void* srcv, siz
             pos += ps; out += j->content_size;
             k++;
         }
-        LMC_FORWARD(run_batch(d, k));
+        LMC_FORWARD(run_batch(d, k, &pend));
         if (d->end_seen) break;
     }
+    lmc_hash_span_run(&pend);
     pos += LMC_END_MARKER;
     LMC_FORWARD(check_trailer(d, s + pos, n - pos));
     pos += d->seek_len + LMC_FOOTER_SIZE;
@@ -398,7 +408,7 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
              * slot must not be left behind when slots restart at 0 */
             if (d->nready && (d->nready == d->njobs || d->end_seen)) {
                 unsigned const k = d->nready;
-                LMC_FORWARD(run_batch(d, k));
+                LMC_FORWARD(run_batch(d, k, NULL));
                 for (unsigned i = 0; i < k; i++) { d->jobs[i].head_have = 0; d->jobs[i].have = 0; }
                 d->nready = 0;
                 d->nflush = k; d->flush_job = 0; d->flush_pos = 0;

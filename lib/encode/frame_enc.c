@@ -299,10 +299,11 @@ static size_t encode_batch(lmc_cctx* c, const uint8_t* base, uint64_t base_off, 
         pos = end;
         k++;
     }
-    lmc_pool_run(c->pool, run_job, c, k);
+    /* the content checksum runs while the workers code the same bytes */
+    lmc_hash_span hs = { c->hstate, base, (size_t)(pos - base_off) };
+    lmc_pool_run_with(c->pool, run_job, c, k, lmc_hash_span_run, &hs);
     for (unsigned i = 0; i < k; i++) {
         enc_job* const j = &c->jobs[i];
-        lmc_hstate_update(c->hstate, j->content, j->size);
         LMC_FORWARD(seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12)));
         add_stats(&c->stats, &j->st);
         c->stats.chunks++;
