@@ -74,6 +74,15 @@ static inline int lmc_cpu_has_bmi2(void) { return (lmc_cpu_features() & LMC_CPU_
 #else
 #  define LMC_HAS_BMI2_DISPATCH 0
 #endif
+/* AVX2 copies (with BMI2, which every AVX2 x86-64 CPU has, but checked too) */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(LMC_NO_AVX2)
+#  define LMC_HAS_AVX2_DISPATCH 1
+#  define LMC_TARGET_AVX2 __attribute__((target("avx2,bmi2")))
+static inline int lmc_cpu_has_avx2(void)
+{ return (lmc_cpu_features() & (LMC_CPU_AVX2 | LMC_CPU_BMI2)) == (LMC_CPU_AVX2 | LMC_CPU_BMI2); }
+#else
+#  define LMC_HAS_AVX2_DISPATCH 0
+#endif
 
 /* log2 for cost estimates only: exponent from the float's bits plus a cubic
  * on the mantissa (max error about 0.005). */

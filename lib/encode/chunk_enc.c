@@ -66,6 +66,34 @@ static size_t encode_grouped_vblock(lmc_chunk_ws* ws, uint8_t* dst, const uint8_
 
 typedef struct { size_t xor_, plain, refctx; } vblock_estimates;
 
+/* The sampled values [a, b) into the byte histograms and REFCTX token
+ * counts; compiled per width, so that loads and byte loops are fixed. */
+LMC_FORCE_INLINE uint64_t sample_values(uint32_t (*hx)[256], uint32_t (*hp)[256], uint16_t* tc, uint8_t* seen,
+                                        const uint8_t* src, const uint8_t* r, size_t a, size_t b, unsigned w, int rot)
+{
+    unsigned const bits = 8 * w;
+    uint64_t raw = 0;
+    for (size_t i = a; i < b; i++) {
+        uint32_t const v = w == 2 ? lmc_rd16(src + i * 2) : lmc_rd32(src + i * 4);
+        uint32_t const x = w == 2 ? lmc_rd16(r + i * 2) : lmc_rd32(r + i * 4);
+        uint32_t vx = v ^ x, vp = v;
+        if (rot) {
+            vx = bits == 32 ? (vx << 1) | (vx >> 31) : (((vx << 1) | (vx >> 15)) & 0xFFFFu);
+            vp = bits == 32 ? (vp << 1) | (vp >> 31) : (((vp << 1) | (vp >> 15)) & 0xFFFFu);
+        }
+        for (unsigned k = 0; k < w; k++) { hx[k][(uint8_t)(vx >> (8 * k))]++; hp[k][(uint8_t)(vp >> (8 * k))]++; }
+        uint64_t mag;
+        int64_t sm;
+        unsigned kb;
+        unsigned const tok = lmc_refctx_diff(v, x, bits, &mag, &sm, &kb);
+        unsigned const ctx = lmc_refctx_ctx(x, bits);
+        if (!seen[ctx]) { seen[ctx] = 1; memset(tc + ctx * LMC_REFCTX_ALPHA_MAX, 0, LMC_REFCTX_ALPHA_MAX * sizeof(*tc)); }
+        tc[ctx * LMC_REFCTX_ALPHA_MAX + tok]++;
+        raw += kb ? kb - 1 : 0;
+    }
+    return raw;
+}
+
 /* Order-0 estimates, in bytes, of a value block's codes, from a sample of it
  * (4 windows of 512 values, or all of a small block): byte groups of the XOR
  * delta, byte groups of the plain values, and REFCTX tokens given their
@@ -83,25 +111,9 @@ static vblock_estimates sample_estimates(lmc_chunk_ws* ws, const uint8_t* src, c
     unsigned const bits = 8 * w;
     uint64_t raw = 0;
     for (size_t wi = 0; wi < nwin; wi++) {
-        for (size_t i = wi * step; i < wi * step + span; i++) {
-            uint32_t v = 0, x = 0;
-            memcpy(&v, src + i * w, w);
-            memcpy(&x, r + i * w, w);
-            uint32_t vx = v ^ x, vp = v;
-            if (rot) {
-                vx = bits == 32 ? (vx << 1) | (vx >> 31) : (((vx << 1) | (vx >> 15)) & 0xFFFFu);
-                vp = bits == 32 ? (vp << 1) | (vp >> 31) : (((vp << 1) | (vp >> 15)) & 0xFFFFu);
-            }
-            for (unsigned k = 0; k < w; k++) { hx[k][(uint8_t)(vx >> (8 * k))]++; hp[k][(uint8_t)(vp >> (8 * k))]++; }
-            uint64_t mag;
-            int64_t sm;
-            unsigned kb;
-            unsigned const tok = lmc_refctx_diff(v, x, bits, &mag, &sm, &kb);
-            unsigned const ctx = lmc_refctx_ctx(x, bits);
-            if (!seen[ctx]) { seen[ctx] = 1; memset(tc + ctx * LMC_REFCTX_ALPHA_MAX, 0, LMC_REFCTX_ALPHA_MAX * sizeof(*tc)); }
-            tc[ctx * LMC_REFCTX_ALPHA_MAX + tok]++;
-            raw += kb ? kb - 1 : 0;
-        }
+        size_t const a = wi * step, b = wi * step + span;
+        if (w == 2) raw += rot ? sample_values(hx, hp, tc, seen, src, r, a, b, 2, 1) : sample_values(hx, hp, tc, seen, src, r, a, b, 2, 0);
+        else        raw += rot ? sample_values(hx, hp, tc, seen, src, r, a, b, 4, 1) : sample_values(hx, hp, tc, seen, src, r, a, b, 4, 0);
     }
     float const n = (float)(nwin * span), scale = (float)m / n;
     vblock_estimates e;

@@ -13,11 +13,15 @@
 #endif
 #include "refctx_enc.h"
 #include "mem.h"
+#if LMC_HAS_AVX2_DISPATCH
+#  include <immintrin.h>
+#endif
 
 /* The analysis pass writes the raw-bit stream as it goes (LSB-first); whole
- * bytes leave after every value, so at most 7 + 31 bits wait in acc. */
+ * bytes leave after every put, so at most 7 bits wait in acc between puts. */
 typedef struct { uint64_t acc; unsigned nacc; uint8_t* o; } rawwriter;
 
+/* nb <= 31 bits (one value) */
 LMC_FORCE_INLINE void raw_put(rawwriter* rw, uint64_t bits, unsigned nb)
 {
     rw->acc |= (bits & ((1ull << nb) - 1)) << rw->nacc;
@@ -28,37 +32,85 @@ LMC_FORCE_INLINE void raw_put(rawwriter* rw, uint64_t bits, unsigned nb)
     rw->nacc &= 7;
 }
 
-/* One value: token, context, count, raw bits. The raw bits are
+#if LMC_HAS_AVX2_DISPATCH
+/* Several values' bits at once, already masked, nb <= 63: the writer's
+ * serial chain (shift, or, shift) then runs once per 2 or 4 values. With
+ * the waiting bits they may pass 64: the 8 bytes stored are then all whole
+ * and what is left over is the top of `bits` (spill, which is 0 otherwise). */
+LMC_FORCE_INLINE void raw_put_wide(rawwriter* rw, uint64_t bits, unsigned nb)
+{
+    uint64_t const s = rw->acc | bits << rw->nacc;
+    unsigned const t = rw->nacc + nb;
+    uint64_t const spill = (bits >> 1) >> (63 - rw->nacc);
+    lmc_wr64(rw->o, s);
+    rw->acc = t >= 64 ? spill : s >> (t & 56);   /* rare enough for a branch, even on fp32 */
+    rw->o += t >> 3;
+    rw->nacc = t & 7;
+}
+#endif
+
+/* Bounds of the contexts met, for collecting the counts afterwards. */
+typedef struct { unsigned lo, hi; } ctxrange;
+
+/* One value: key (context and token), count, raw bits. The raw bits are
  * e = t - base(token): the bits of |t| below its leading one, complemented
  * when t < 0. */
-LMC_FORCE_INLINE void analyse_value(lmc_refctx_ws* ws, rawwriter* rw, size_t i, uint64_t c, uint64_t r, unsigned bits)
+LMC_FORCE_INLINE void analyse_value(lmc_refctx_ws* ws, rawwriter* rw, ctxrange* cr, size_t i, uint64_t c, uint64_t r,
+                                    unsigned bits)
 {
     uint64_t mag;
     int64_t sm;
     unsigned k;
     unsigned const tok = lmc_refctx_diff(c, r, bits, &mag, &sm, &k);
     unsigned const ctx = lmc_refctx_ctx((uint32_t)r, bits);
-    ws->tok[i] = (uint8_t)tok;
-    ws->ctx[i] = (uint8_t)ctx;
-    ws->count[ctx][tok]++;
-    ws->seen[ctx] = 1;
+    unsigned const key = ctx * LMC_REFCTX_ALPHA_MAX + tok;
+    ws->key[i] = (uint16_t)key;
+    ws->lcount[(i & 3) * LMC_REFCTX_KEYS + key]++;
+    cr->lo = LMC_MIN(cr->lo, ctx);
+    cr->hi = LMC_MAX(cr->hi, ctx);
     raw_put(rw, mag ^ (uint64_t)sm, k - (k != 0));
 }
 
-#if defined(__SSE2__)
-/* 16-bit values, 8 at a time: t, |t|, its bit length (from the exponent of
- * |t| converted to float) and the token in SIMD lanes; counting and raw bits
- * stay scalar. */
-static void analyse16_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src, const uint8_t* ref, size_t m, size_t* done)
+/* Counts n keys (n a multiple of 4) of values starting at an index that
+ * is a multiple of 4, from the key array just written: each a load and an
+ * increment, the lane table a constant offset. */
+LMC_FORCE_INLINE void count_keys(uint16_t* lc, const uint16_t* key, int n)
 {
-    __m128i const lo15 = _mm_set1_epi32(0x7FFF), zero = _mm_setzero_si128();
+    for (int j = 0; j < n; j += 4) {
+        lc[key[j]]++;
+        lc[LMC_REFCTX_KEYS + key[j + 1]]++;
+        lc[2 * LMC_REFCTX_KEYS + key[j + 2]]++;
+        lc[3 * LMC_REFCTX_KEYS + key[j + 3]]++;
+    }
+}
+
+#if defined(__SSE2__)
+/* Folds byte-wise minima and maxima of contexts into cr. */
+static void range_u8(__m128i vmin, __m128i vmax, ctxrange* cr)
+{
+    uint8_t lo[16], hi[16];
+    _mm_storeu_si128((__m128i*)(void*)lo, vmin);
+    _mm_storeu_si128((__m128i*)(void*)hi, vmax);
+    for (int j = 0; j < 16; j++) { cr->lo = LMC_MIN(cr->lo, lo[j]); cr->hi = LMC_MAX(cr->hi, hi[j]); }
+}
+
+/* 16-bit values, 8 at a time: t, |t|, its bit length (from the exponent of
+ * |t| converted to float), the token and the key in SIMD lanes; counting
+ * and raw bits stay scalar. */
+static void analyse16_sse2(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, const uint8_t* src, const uint8_t* ref,
+                           size_t m, size_t* done)
+{
+    __m128i const lo15 = _mm_set1_epi32(0x7FFF), zero = _mm_setzero_si128(), ff = _mm_set1_epi32(0xFF);
     __m128i const expo = _mm_set1_epi32(126), one = _mm_set1_epi32(1);
+    __m128i vmin = _mm_set1_epi8(-1), vmax = zero;
+    uint16_t* const lc = ws->lcount;
+    rawwriter rw = *rwp;
     size_t i = 0;
     for (; i + 8 <= m; i += 8) {
         __m128i const c16 = _mm_loadu_si128((const __m128i*)(const void*)(src + 2 * i));
         __m128i const r16 = _mm_loadu_si128((const __m128i*)(const void*)(ref + 2 * i));
         uint32_t low[8];
-        __m128i tokv[2], nbv2[2];
+        __m128i keyv[2], nbv2[2];
         for (int h = 0; h < 2; h++) {
             __m128i const c = h ? _mm_unpackhi_epi16(c16, zero) : _mm_unpacklo_epi16(c16, zero);
             __m128i const r = h ? _mm_unpackhi_epi16(r16, zero) : _mm_unpacklo_epi16(r16, zero);
@@ -70,25 +122,26 @@ static void analyse16_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src,
             __m128i k = _mm_sub_epi32(_mm_srli_epi32(_mm_castps_si128(_mm_cvtepi32_ps(mag)), 23), expo);
             k = _mm_and_si128(k, _mm_cmpgt_epi32(mag, zero));
             __m128i const nz = _mm_cmpgt_epi32(k, zero);
-            tokv[h] = _mm_and_si128(_mm_add_epi32(_mm_sub_epi32(_mm_add_epi32(k, k), one), _mm_and_si128(sm, one)), nz);
+            __m128i const tok = _mm_and_si128(_mm_add_epi32(_mm_sub_epi32(_mm_add_epi32(k, k), one), _mm_and_si128(sm, one)), nz);
+            /* key: context (r >> 7) & 255, times 65, plus the token */
+            __m128i const ctx = _mm_and_si128(_mm_srli_epi32(r, 7), ff);
+            keyv[h] = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(ctx, 6), ctx), tok);
             nbv2[h] = _mm_add_epi32(k, nz);   /* k - 1 where k > 0 (nz is -1 there) */
             _mm_storeu_si128((__m128i*)(void*)(low + 4 * h), _mm_xor_si128(mag, sm));
         }
-        uint8_t tk[16], nbv[16];
-        _mm_storeu_si128((__m128i*)(void*)tk, _mm_packus_epi16(_mm_packs_epi32(tokv[0], tokv[1]), zero));
+        uint8_t nbv[16];
+        _mm_storeu_si128((__m128i*)(void*)(ws->key + i), _mm_packs_epi32(keyv[0], keyv[1]));   /* keys < 2^15 */
         _mm_storeu_si128((__m128i*)(void*)nbv, _mm_packus_epi16(_mm_packs_epi32(nbv2[0], nbv2[1]), zero));
-        /* contexts: the high bytes' low 7 bits and the next bit down: (r >> 7) & 255 */
-        __m128i const ctx16 = _mm_and_si128(_mm_srli_epi16(r16, 7), _mm_set1_epi16(0xFF));
-        __m128i const ctx8 = _mm_packus_epi16(ctx16, zero);
-        _mm_storel_epi64((__m128i*)(void*)(ws->ctx + i), ctx8);
-        memcpy(ws->tok + i, tk, 8);
-        for (int j = 0; j < 8; j++) {
-            unsigned const cx = ws->ctx[i + j];
-            ws->count[cx][tk[j]]++;
-            ws->seen[cx] = 1;
-            raw_put(rw, low[j], nbv[j]);
-        }
+        /* contexts as bytes, for their range: the high bytes' low 7 bits and the next bit down */
+        __m128i const ctx8 = _mm_packus_epi16(_mm_and_si128(_mm_srli_epi16(r16, 7), _mm_set1_epi16(0xFF)), zero);
+        vmin = _mm_min_epu8(vmin, ctx8);
+        vmax = _mm_max_epu8(vmax, ctx8);
+        count_keys(lc, ws->key + i, 8);
+        for (int j = 0; j < 8; j++) raw_put(&rw, low[j], nbv[j]);
     }
+    /* the unused upper bytes of ctx8 are 0: they must not lower the minimum */
+    if (i) range_u8(_mm_unpacklo_epi64(vmin, vmin), vmax, cr);
+    *rwp = rw;
     *done = i;
 }
 
@@ -96,10 +149,14 @@ static void analyse16_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src,
  * needs 33 bits as a signed number, so lanes keep |t| (32 bits, unsigned)
  * and the sign apart. The bit length comes from the float exponent of |t|'s
  * top bit alone (smeared down, then isolated), which converts exactly. */
-static void analyse32_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src, const uint8_t* ref, size_t m, size_t* done)
+static void analyse32_sse2(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, const uint8_t* src, const uint8_t* ref,
+                           size_t m, size_t* done)
 {
     __m128i const lo31 = _mm_set1_epi32(0x7FFFFFFF), zero = _mm_setzero_si128();
     __m128i const expo = _mm_set1_epi32(126), one = _mm_set1_epi32(1), ff = _mm_set1_epi32(0xFF);
+    __m128i vmin = _mm_set1_epi32(255), vmax = zero;
+    uint16_t* const lc = ws->lcount;
+    rawwriter rw = *rwp;
     size_t i = 0;
     for (; i + 4 <= m; i += 4) {
         __m128i const c = _mm_loadu_si128((const __m128i*)(const void*)(src + 4 * i));
@@ -125,23 +182,183 @@ static void analyse32_sse2(lmc_refctx_ws* ws, rawwriter* rw, const uint8_t* src,
         __m128i const tok = _mm_and_si128(_mm_add_epi32(_mm_sub_epi32(_mm_add_epi32(k, k), one), _mm_and_si128(sm, one)), nz);
         __m128i const nb = _mm_add_epi32(k, nz);
         __m128i const ctx = _mm_and_si128(_mm_srli_epi32(r, 23), ff);
+        __m128i const key = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(ctx, 6), ctx), tok);
+        vmin = _mm_min_epi16(vmin, ctx);   /* contexts < 2^15: 16-bit compares do */
+        vmax = _mm_max_epi16(vmax, ctx);
         uint32_t low[4];
-        uint8_t tk[16], nbv[16], cx[16];
+        uint8_t nbv[16];
         _mm_storeu_si128((__m128i*)(void*)low, _mm_xor_si128(mag, sm));
-        _mm_storeu_si128((__m128i*)(void*)tk, _mm_packus_epi16(_mm_packs_epi32(tok, zero), zero));
+        _mm_storel_epi64((__m128i*)(void*)(ws->key + i), _mm_packs_epi32(key, zero));
         _mm_storeu_si128((__m128i*)(void*)nbv, _mm_packus_epi16(_mm_packs_epi32(nb, zero), zero));
-        _mm_storeu_si128((__m128i*)(void*)cx, _mm_packus_epi16(_mm_packs_epi32(ctx, zero), zero));
-        memcpy(ws->tok + i, tk, 4);
-        memcpy(ws->ctx + i, cx, 4);
-        for (int j = 0; j < 4; j++) {
-            ws->count[cx[j]][tk[j]]++;
-            ws->seen[cx[j]] = 1;
-            raw_put(rw, low[j], nbv[j]);
-        }
+        count_keys(lc, ws->key + i, 4);
+        for (int j = 0; j < 4; j++) raw_put(&rw, low[j], nbv[j]);
     }
+    if (i) {
+        uint32_t lo[4], hi[4];
+        _mm_storeu_si128((__m128i*)(void*)lo, vmin);
+        _mm_storeu_si128((__m128i*)(void*)hi, vmax);
+        for (int j = 0; j < 4; j++) { cr->lo = LMC_MIN(cr->lo, lo[j]); cr->hi = LMC_MAX(cr->hi, hi[j]); }
+    }
+    *rwp = rw;
     *done = i;
 }
 #endif
+
+#if LMC_HAS_AVX2_DISPATCH
+/* The raw bits of 8 values in 32-bit lanes (masked) and their lengths,
+ * joined pairwise into 64-bit lanes: value 2j's bits, then 2j+1's above. */
+LMC_TARGET_AVX2 static inline void join_pairs(__m256i low, __m256i nb, __m256i* p, __m256i* np)
+{
+    __m256i const lo32 = _mm256_set1_epi64x(0xFFFFFFFF);
+    __m256i const ne = _mm256_and_si256(nb, lo32);
+    *p = _mm256_or_si256(_mm256_and_si256(low, lo32), _mm256_sllv_epi64(_mm256_srli_epi64(low, 32), ne));
+    *np = _mm256_add_epi64(ne, _mm256_srli_epi64(nb, 32));
+}
+
+/* 8 16-bit values (zero-extended to 32-bit lanes c, r): keys, and their raw
+ * bits joined into 2 groups of 4 values (at most 60 bits) in 64-bit lanes 0
+ * and 2 of q, lengths in nq. */
+LMC_TARGET_AVX2 static inline void half16(__m256i c, __m256i r, __m256i* key, __m256i* q, __m256i* nq,
+                                          __m256i* vmin, __m256i* vmax)
+{
+    __m256i const lo15 = _mm256_set1_epi32(0x7FFF), zero = _mm256_setzero_si256(), ff = _mm256_set1_epi32(0xFF);
+    __m256i const expo = _mm256_set1_epi32(126), one = _mm256_set1_epi32(1);
+    __m256i const cross = _mm256_srai_epi32(_mm256_slli_epi32(_mm256_xor_si256(c, r), 16), 31);
+    __m256i const t = _mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(c, lo15), cross), _mm256_and_si256(r, lo15));
+    __m256i const sm = _mm256_srai_epi32(t, 31);
+    __m256i const mag = _mm256_abs_epi32(t);
+    /* bit length: float exponent - 126 for mag >= 1; float 0.0 gives -126, clamped to 0 */
+    __m256i const k = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(mag)), 23), expo), zero);
+    __m256i const nz = _mm256_cmpgt_epi32(k, zero);
+    __m256i const tok = _mm256_and_si256(_mm256_sub_epi32(_mm256_sub_epi32(_mm256_add_epi32(k, k), one), sm), nz);
+    __m256i const nb = _mm256_add_epi32(k, nz);   /* k - 1 where k > 0 (nz is -1 there) */
+    __m256i const ctx = _mm256_and_si256(_mm256_srli_epi32(r, 7), ff);
+    *vmin = _mm256_min_epu32(*vmin, ctx);
+    *vmax = _mm256_max_epu32(*vmax, ctx);
+    *key = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(ctx, 6), ctx), tok);
+    __m256i const low = _mm256_and_si256(_mm256_xor_si256(mag, sm), _mm256_sub_epi32(_mm256_sllv_epi32(one, nb), one));
+    __m256i p, np;
+    join_pairs(low, nb, &p, &np);
+    /* pairs 2j and 2j+1 of each 128-bit half: 4 values in the low 64 bits */
+    *q = _mm256_or_si256(p, _mm256_sllv_epi64(_mm256_unpackhi_epi64(p, p), np));
+    *nq = _mm256_add_epi64(np, _mm256_unpackhi_epi64(np, np));
+}
+
+/* 16-bit values, 16 at a time, in two halves of 8 32-bit lanes. The raw
+ * bits (at most 15 a value) reach the writer in groups of 4 values. */
+LMC_TARGET_AVX2 static void analyse16_avx2(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, const uint8_t* src,
+                                           const uint8_t* ref, size_t m, size_t* done)
+{
+    __m256i vmin = _mm256_set1_epi32(255), vmax = _mm256_setzero_si256();
+    uint16_t* const lc = ws->lcount;
+    rawwriter rw = *rwp;
+    size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        uint64_t q[4], nq[4];
+        __m256i k0, k1, q0, q1, n0, n1;
+        half16(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)(src + 2 * i))),
+               _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)(ref + 2 * i))), &k0, &q0, &n0, &vmin, &vmax);
+        half16(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)(src + 2 * i + 16))),
+               _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(const void*)(ref + 2 * i + 16))), &k1, &q1, &n1, &vmin, &vmax);
+        /* keys (< 2^15) as 16 bits, in order */
+        __m256i const k16 = _mm256_packs_epi32(k0, k1);   /* 0-3 8-11 | 4-7 12-15 */
+        _mm256_storeu_si256((__m256i*)(void*)(ws->key + i), _mm256_permute4x64_epi64(k16, 0xD8));
+        /* groups 0-3, 8-11 | 4-7, 12-15 */
+        _mm256_storeu_si256((__m256i*)(void*)q, _mm256_unpacklo_epi64(q0, q1));
+        _mm256_storeu_si256((__m256i*)(void*)nq, _mm256_unpacklo_epi64(n0, n1));
+        count_keys(lc, ws->key + i, 16);
+        raw_put_wide(&rw, q[0], (unsigned)nq[0]);
+        raw_put_wide(&rw, q[2], (unsigned)nq[2]);
+        raw_put_wide(&rw, q[1], (unsigned)nq[1]);
+        raw_put_wide(&rw, q[3], (unsigned)nq[3]);
+    }
+    if (i) {
+        uint32_t lo[8], hi[8];
+        _mm256_storeu_si256((__m256i*)(void*)lo, vmin);
+        _mm256_storeu_si256((__m256i*)(void*)hi, vmax);
+        for (int j = 0; j < 8; j++) { cr->lo = LMC_MIN(cr->lo, lo[j]); cr->hi = LMC_MAX(cr->hi, hi[j]); }
+    }
+    *rwp = rw;
+    *done = i;
+}
+
+/* 32-bit values, 8 at a time; |t| and the sign apart as in analyse32_sse2.
+ * The bit length: clearing every bit with a one above it leaves the top bit
+ * and no run of ones, which converts to float without rounding up into the
+ * next power of two; |t| >= 2^31 (negative as int) is 32. Raw bits (at most
+ * 31 a value) reach the writer in pairs. */
+LMC_TARGET_AVX2 static void analyse32_avx2(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, const uint8_t* src,
+                                           const uint8_t* ref, size_t m, size_t* done)
+{
+    __m256i const lo31 = _mm256_set1_epi32(0x7FFFFFFF), zero = _mm256_setzero_si256(), ff = _mm256_set1_epi32(0xFF);
+    __m256i const expo = _mm256_set1_epi32(126), one = _mm256_set1_epi32(1), k32 = _mm256_set1_epi32(32);
+    __m256i vmin = _mm256_set1_epi32(255), vmax = zero;
+    uint16_t* const lc = ws->lcount;
+    rawwriter rw = *rwp;
+    size_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+        __m256i const c = _mm256_loadu_si256((const __m256i*)(const void*)(src + 4 * i));
+        __m256i const r = _mm256_loadu_si256((const __m256i*)(const void*)(ref + 4 * i));
+        __m256i const cross = _mm256_srai_epi32(_mm256_xor_si256(c, r), 31);
+        __m256i const ca = _mm256_and_si256(c, lo31), ra = _mm256_and_si256(r, lo31);
+        __m256i const t = _mm256_sub_epi32(ca, ra);                       /* same sign: fits */
+        __m256i const mag_cross = _mm256_add_epi32(_mm256_add_epi32(ca, ra), one);   /* unsigned */
+        __m256i const mag = _mm256_blendv_epi8(_mm256_abs_epi32(t), mag_cross, cross);
+        __m256i const sm = _mm256_or_si256(cross, _mm256_srai_epi32(t, 31));
+        __m256i const y = _mm256_andnot_si256(_mm256_srli_epi32(mag, 1), mag);
+        __m256i const e = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(y)), 23), ff);
+        /* mag = 0: -126, clamped to 0 */
+        __m256i const k = _mm256_max_epi32(_mm256_sub_epi32(e, expo), _mm256_and_si256(_mm256_srai_epi32(mag, 31), k32));
+        __m256i const nz = _mm256_cmpgt_epi32(k, zero);
+        __m256i const tok = _mm256_and_si256(_mm256_sub_epi32(_mm256_sub_epi32(_mm256_add_epi32(k, k), one), sm), nz);
+        __m256i const nb = _mm256_add_epi32(k, nz);
+        __m256i const ctx = _mm256_and_si256(_mm256_srli_epi32(r, 23), ff);
+        vmin = _mm256_min_epu32(vmin, ctx);
+        vmax = _mm256_max_epu32(vmax, ctx);
+        __m256i const key = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(ctx, 6), ctx), tok);
+        uint64_t p[4], np[4];
+        _mm_storeu_si128((__m128i*)(void*)(ws->key + i),
+                         _mm_packus_epi32(_mm256_castsi256_si128(key), _mm256_extracti128_si256(key, 1)));
+        __m256i const low = _mm256_and_si256(_mm256_xor_si256(mag, sm), _mm256_sub_epi32(_mm256_sllv_epi32(one, nb), one));
+        __m256i pv, npv;
+        join_pairs(low, nb, &pv, &npv);
+        _mm256_storeu_si256((__m256i*)(void*)p, pv);
+        _mm256_storeu_si256((__m256i*)(void*)np, npv);
+        count_keys(lc, ws->key + i, 8);
+        for (int j = 0; j < 4; j++) raw_put_wide(&rw, p[j], (unsigned)np[j]);
+    }
+    if (i) {
+        uint32_t lo[8], hi[8];
+        _mm256_storeu_si256((__m256i*)(void*)lo, vmin);
+        _mm256_storeu_si256((__m256i*)(void*)hi, vmax);
+        for (int j = 0; j < 8; j++) { cr->lo = LMC_MIN(cr->lo, lo[j]); cr->hi = LMC_MAX(cr->hi, hi[j]); }
+    }
+    *rwp = rw;
+    *done = i;
+}
+#endif
+
+/* The counts of the contexts in cr, summed over the lane tables into
+ * count[] (whole rows of alpha), which leaves the lane tables zero; the
+ * contexts with a count are the present ones. */
+static void collect_counts(lmc_refctx_ws* ws, ctxrange cr)
+{
+    unsigned const alpha = ws->alpha;
+    unsigned np = 0;
+    for (unsigned c = cr.lo; c <= cr.hi; c++) {
+        uint16_t* const l = ws->lcount + c * LMC_REFCTX_ALPHA_MAX;
+        uint32_t* const row = ws->count[c];
+        uint32_t any = 0;
+        for (unsigned s = 0; s < alpha; s++) {
+            uint32_t const v = (uint32_t)l[s] + l[s + LMC_REFCTX_KEYS] + l[s + 2 * LMC_REFCTX_KEYS] + l[s + 3 * LMC_REFCTX_KEYS];
+            row[s] = v;
+            any |= v;
+            l[s] = 0; l[s + LMC_REFCTX_KEYS] = 0; l[s + 2 * LMC_REFCTX_KEYS] = 0; l[s + 3 * LMC_REFCTX_KEYS] = 0;
+        }
+        if (any) ws->present[np++] = (uint8_t)c;
+    }
+    ws->npresent = np;
+}
 
 /* Bits to code a group's tokens with its own order-0 table, plus the table
  * and its bound byte. */
@@ -216,29 +433,37 @@ static void build_groups(lmc_refctx_ws* ws)
 
 size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* ref, size_t m, unsigned w)
 {
-    for (unsigned i = 0; i < ws->npresent; i++) memset(ws->count[ws->present[i]], 0, sizeof(ws->count[0]));
     ws->m = m; ws->w = w; ws->alpha = lmc_refctx_alpha(w);
     rawwriter rw = { 0, 0, ws->raw };
+    ctxrange cr = { 255, 0 };
     size_t i = 0;
-    memset(ws->seen, 0, sizeof(ws->seen));
     if (w == 2) {
-#if defined(__SSE2__)
-        analyse16_sse2(ws, &rw, src, ref, m, &i);
+#if LMC_HAS_AVX2_DISPATCH
+        if (lmc_cpu_has_avx2()) analyse16_avx2(ws, &rw, &cr, src, ref, m, &i);
+        else
 #endif
-        for (; i < m; i++) analyse_value(ws, &rw, i, lmc_rd16(src + 2 * i), lmc_rd16(ref + 2 * i), 16);
+        {
+#if defined(__SSE2__)
+            analyse16_sse2(ws, &rw, &cr, src, ref, m, &i);
+#endif
+        }
+        for (; i < m; i++) analyse_value(ws, &rw, &cr, i, lmc_rd16(src + 2 * i), lmc_rd16(ref + 2 * i), 16);
     } else {
-#if defined(__SSE2__)
-        analyse32_sse2(ws, &rw, src, ref, m, &i);
+#if LMC_HAS_AVX2_DISPATCH
+        if (lmc_cpu_has_avx2()) analyse32_avx2(ws, &rw, &cr, src, ref, m, &i);
+        else
 #endif
-        for (; i < m; i++) analyse_value(ws, &rw, i, lmc_rd32(src + 4 * i), lmc_rd32(ref + 4 * i), 32);
+        {
+#if defined(__SSE2__)
+            analyse32_sse2(ws, &rw, &cr, src, ref, m, &i);
+#endif
+        }
+        for (; i < m; i++) analyse_value(ws, &rw, &cr, i, lmc_rd32(src + 4 * i), lmc_rd32(ref + 4 * i), 32);
     }
     if (rw.nacc) *rw.o++ = (uint8_t)rw.acc;
     ws->raw_bits = (uint64_t)(rw.o - ws->raw) * 8;   /* whole bytes: all that the size needs */
     uint64_t const raw = ws->raw_bits;
-    unsigned np = 0;
-    for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++)
-        if (ws->seen[c]) ws->present[np++] = (uint8_t)c;
-    ws->npresent = np;
+    collect_counts(ws, cr);
     build_groups(ws);
 
     size_t size = 1 + 3 + 1 + (ws->ngroups - 1) + 4 * LMC_ANS_STATES + 4 + (size_t)((raw + 7) / 8);
@@ -252,50 +477,144 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
     return size + (size_t)(bits / 8) + 2;
 }
 
+/* The coder's fields of group g's tokens, in the rows of the contexts of g:
+ * the same arithmetic as lmc_freq_esyms, with the reciprocal shifted so that
+ * the quotient is the high 64 bits of the product. */
+static void key_tables(lmc_refctx_ws* ws)
+{
+    unsigned const alpha = ws->alpha;
+    uint64_t rc[LMC_REFCTX_ALPHA_MAX];
+    uint32_t xm[LMC_REFCTX_ALPHA_MAX], bi[LMC_REFCTX_ALPHA_MAX], cm[LMC_REFCTX_ALPHA_MAX];
+    unsigned c = 0;
+    for (unsigned g = 0; g < ws->ngroups; g++) {
+        const uint16_t* const f = ws->freq[g];
+        uint32_t cum = 0;
+        for (unsigned s = 0; s < alpha; s++) {
+            uint32_t const fs = f[s];
+            rc[s] = 0; xm[s] = 0; bi[s] = 0; cm[s] = 0;
+            if (!fs) continue;
+            xm[s] = ((LMC_ANS_L >> LMC_ANS_PROB_BITS) << 16) * fs - 1;
+            cm[s] = LMC_ANS_M - fs;
+            if (fs < 2) {
+                rc[s] = (uint64_t)0xFFFFFFFFu << 32;    /* q = x - 1 */
+                bi[s] = cum + LMC_ANS_M - 1;
+            } else {
+                unsigned shift = 0;
+                while (fs > (1u << shift)) shift++;
+                rc[s] = (((1ull << (shift + 31)) + fs - 1) / fs) << (33 - shift);
+                bi[s] = cum;
+            }
+            cum += fs;
+        }
+        /* present contexts of group g: those below the next bound */
+        unsigned const end = g + 1 < ws->ngroups ? ws->bound[g + 1] : LMC_REFCTX_CONTEXTS;
+        for (; c < ws->npresent && ws->present[c] < end; c++) {
+            unsigned const row = ws->present[c] * LMC_REFCTX_ALPHA_MAX;
+            memcpy(ws->erc + row, rc, alpha * sizeof(rc[0]));
+            memcpy(ws->exm + row, xm, alpha * sizeof(xm[0]));
+            memcpy(ws->ebias + row, bi, alpha * sizeof(bi[0]));
+            memcpy(ws->ecmpl + row, cm, alpha * sizeof(cm[0]));
+        }
+    }
+}
+
+/* One token coded into state xs. Renormalisation without a branch: the word
+ * is always stored at the write position, which moves (nk, words written,
+ * negated) only when the state was >= xmax; compilers emit a branch for the
+ * select, hence the compare, conditional move and subtract with borrow. */
+#if defined(__GNUC__) && defined(__x86_64__)
+#  define RC_FLUSH(xs, xm1)                                                                  \
+    do {                                                                                     \
+        uint32_t const hi_ = (xs) >> sh16;                                                   \
+        lmc_wr16(wp + 2 * (ptrdiff_t)nk, (uint16_t)(xs));                                    \
+        __asm__("cmpl %[x], %[m]\n\tcmovbl %[h], %[x]\n\tsbbq $0, %[k]"                      \
+                : [x] "+r"(xs), [k] "+r"(nk) : [m] "m"(xm1), [h] "r"(hi_) : "cc");           \
+    } while (0)
+#else
+#  define RC_FLUSH(xs, xm1)                                                                  \
+    do {                                                                                     \
+        size_t const f_ = (xs) > (xm1);                                                      \
+        lmc_wr16(wp + 2 * (ptrdiff_t)nk, (uint16_t)(xs));                                    \
+        (xs) = f_ ? (xs) >> sh16 : (xs);                                                     \
+        nk -= f_;                                                                            \
+    } while (0)
+#endif
+#if defined(__SIZEOF_INT128__)
+#  define RC_QUOT(xs, k) ((uint32_t)(((unsigned __int128)(xs) * ws->erc[k]) >> 64))
+#else
+#  define RC_QUOT(xs, k) ((uint32_t)(((uint64_t)(xs) * (uint32_t)(ws->erc[k] >> 32)                       \
+                                    + (((uint64_t)(xs) * (uint32_t)ws->erc[k]) >> 32)) >> 32))
+#endif
+#define RC_PUT(xs, i)                                                                        \
+    do {                                                                                     \
+        size_t const k_ = key[i];                                                            \
+        RC_FLUSH(xs, ws->exm[k_]);                                                           \
+        uint32_t const q_ = RC_QUOT(xs, k_);                                                 \
+        (xs) += ws->ebias[k_];                                                               \
+        (xs) += q_ * ws->ecmpl[k_];                                                          \
+    } while (0)
+
+/* Tokens [0, i) backwards (i a multiple of 4), word k at wp - 2k; returns nk = -k.
+ * sh16 is 16; the BMI2 copy hides that from the compiler, which then shifts
+ * with shrx (no copy of the state first). */
+LMC_FORCE_INLINE size_t rc_rounds(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk, unsigned sh16)
+{
+    const uint16_t* const key = ws->key;
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+    while (i) {
+        i -= 4;
+        RC_PUT(x3, i + 3); RC_PUT(x2, i + 2); RC_PUT(x1, i + 1); RC_PUT(x0, i);
+    }
+    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
+    return nk;
+}
+
+static size_t rc_rounds_plain(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
+{ return rc_rounds(ws, i, x, wp, nk, 16); }
+#if LMC_HAS_BMI2_DISPATCH
+LMC_TARGET_BMI2 static size_t rc_rounds_bmi2(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
+{
+    unsigned sh16 = 16;
+    __asm__("" : "+r"(sh16));
+    return rc_rounds(ws, i, x, wp, nk, sh16);
+}
+#endif
+
 size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
 {
     unsigned const alpha = ws->alpha, G = ws->ngroups;
     size_t const m = ws->m;
     size_t const raw_bytes = (size_t)((ws->raw_bits + 7) / 8);
-    for (unsigned g = 0; g < G; g++) lmc_freq_esyms(ws->esym[g], ws->freq[g], alpha);
 
     size_t head = 1 + 3 + 1 + (G - 1);
     for (unsigned g = 0; g < G; g++) head += lmc_freq_size(ws->freq[g], alpha);
     size_t const raw_at = head + 4 * LMC_ANS_STATES + 4;
     if (raw_at + raw_bytes > cap) return 0;
+    key_tables(ws);
 
     /* tokens, backwards; symbol i uses state i mod 4 and the table of its context */
     uint8_t* const wend = ws->words + sizeof(ws->words);
-    uint8_t* p = wend;
-    const uint8_t* const tok = ws->tok;
-    const uint8_t* const ctx = ws->ctx;
-    const uint8_t* const map = ws->map;
-    const lmc_freq_esym* const E = &ws->esym[0][0];
-#define RC_PUT(xs, i)                                                                              \
-    do {                                                                                           \
-        const lmc_freq_esym* const e_ = E + map[ctx[i]] * LMC_REFCTX_ALPHA_MAX + tok[i];           \
-        uint32_t const big_ = (xs) >= e_->xmax;                                                    \
-        lmc_wr16(p - 2, (uint16_t)(xs));                                                           \
-        p -= 2 * big_;                                                                             \
-        (xs) >>= 16 * big_;                                                                        \
-        uint32_t const q_ = (uint32_t)(((uint64_t)(xs) * e_->rcp) >> 32) >> e_->shift;             \
-        (xs) = (xs) + e_->bias + q_ * e_->cmpl;                                                    \
-    } while (0)
-    uint32_t x0 = LMC_ANS_L, x1 = LMC_ANS_L, x2 = LMC_ANS_L, x3 = LMC_ANS_L;
+    uint8_t* const wp = wend - 2;
+    size_t nk = 0;
+    unsigned const sh16 = 16;
+    const uint16_t* const key = ws->key;
+    uint32_t x[LMC_ANS_STATES] = { LMC_ANS_L, LMC_ANS_L, LMC_ANS_L, LMC_ANS_L };
     size_t i = m;
-    /* branch-free renormalisation: the word is always stored below p, and p
-     * only moves when it counts (the next word overwrites it otherwise) */
     while (i & 3) {               /* the tail first: coding runs backwards */
         i--;
-        switch (i & 3) { case 0: RC_PUT(x0, i); break; case 1: RC_PUT(x1, i); break;
-                         case 2: RC_PUT(x2, i); break; default: RC_PUT(x3, i); break; }
+        uint32_t xs = x[i & 3];
+        RC_PUT(xs, i);
+        x[i & 3] = xs;
     }
-    while (i) {
-        i -= 4;
-        RC_PUT(x3, i + 3); RC_PUT(x2, i + 2); RC_PUT(x1, i + 1); RC_PUT(x0, i);
-    }
+#if LMC_HAS_BMI2_DISPATCH
+    if (lmc_cpu_has_bmi2()) nk = rc_rounds_bmi2(ws, i, x, wp, nk);
+    else
+#endif
+    nk = rc_rounds_plain(ws, i, x, wp, nk);
 #undef RC_PUT
-    uint32_t const x[LMC_ANS_STATES] = { x0, x1, x2, x3 };
+#undef RC_QUOT
+#undef RC_FLUSH
+    uint8_t* const p = wp + 2 + 2 * (ptrdiff_t)nk;
     size_t const nwords = (size_t)(wend - p);
     size_t const total = raw_at + raw_bytes + nwords;
     if (total > cap) return 0;

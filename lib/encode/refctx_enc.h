@@ -8,24 +8,36 @@
 #include "refctx.h"
 #include "freq_enc.h"
 
-/* Per-thread scratch (about 600 KiB), reused for every block. */
+#define LMC_REFCTX_KEYS  (LMC_REFCTX_CONTEXTS * LMC_REFCTX_ALPHA_MAX)   /* context * 65 + token */
+#define LMC_REFCTX_LANES 4
+
+/* Per-thread scratch (about 1 MiB, of which a block touches the rows of its
+ * contexts), reused for every block. */
 typedef struct {
-    uint32_t count[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];   /* tokens per context; rows of
-                                                                  * `present` contexts are cleared lazily */
+    /* token counts per key, one table per value index mod 4: a run of equal
+     * keys then increments four counters in turn, not one through the
+     * store-to-load chain. 16 bits suffice (a table sees at most 2^14
+     * values); kept zero between blocks. */
+    uint16_t lcount[LMC_REFCTX_LANES * LMC_REFCTX_KEYS];
+    uint32_t count[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];   /* rows of present contexts */
     uint8_t  raw[4 * LMC_VBLOCK_MAX + 16];      /* the raw-bit stream, written by the analysis pass */
-    uint8_t  tok[LMC_VBLOCK_MAX];
-    uint8_t  ctx[LMC_VBLOCK_MAX];
+    uint16_t key[LMC_VBLOCK_MAX];               /* context * 65 + token of each value */
     uint8_t  present[LMC_REFCTX_CONTEXTS];
     unsigned npresent;
     /* the model of the prepared block */
     unsigned w, alpha, ngroups;
     size_t   m;
     uint64_t raw_bits;
-    uint8_t  seen[LMC_REFCTX_CONTEXTS];          /* contexts met in the block */
     uint8_t  bound[LMC_REFCTX_MAX_GROUPS];       /* first context of each group (bound[0] = 0) */
     uint8_t  map[LMC_REFCTX_CONTEXTS];           /* context -> group */
     uint16_t freq[LMC_REFCTX_MAX_GROUPS][LMC_REFCTX_ALPHA_MAX];
-    lmc_freq_esym esym[LMC_REFCTX_MAX_GROUPS][LMC_REFCTX_ALPHA_MAX];
+    /* the coder's view of each key (rows of present contexts: their group's
+     * table), one array per field so that the key indexes each directly:
+     * x >= xmax_m1 + 1 emits a word first; then q = the high half of x * rcp
+     * (Alverson's reciprocal, shifted so that no further shift is needed;
+     * f = 1 takes q = x - 1, fixed by the bias) and x += bias + q * cmpl */
+    uint64_t erc[LMC_REFCTX_KEYS];
+    uint32_t exm[LMC_REFCTX_KEYS], ebias[LMC_REFCTX_KEYS], ecmpl[LMC_REFCTX_KEYS];
     uint32_t gcount[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];  /* merge scratch */
     uint8_t  words[2 * LMC_VBLOCK_MAX + 64];     /* renormalisation words, written backwards */
 } lmc_refctx_ws;
