@@ -11,7 +11,8 @@ unsigned lmc_cpu_features(void)
     if (c < 0) {
         __builtin_cpu_init();
         c = (__builtin_cpu_supports("bmi2") ? (int)LMC_CPU_BMI2 : 0)
-          | (__builtin_cpu_supports("avx2") ? (int)LMC_CPU_AVX2 : 0);
+          | (__builtin_cpu_supports("avx2") ? (int)LMC_CPU_AVX2 : 0)
+          | (__builtin_cpu_supports("bmi") ? (int)LMC_CPU_BMI1 : 0);
         atomic_store_explicit(&cached, c, memory_order_relaxed);
     }
     return (unsigned)c;

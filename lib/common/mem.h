@@ -65,6 +65,7 @@ LMC_FORCE_INLINE void lmc_wr24(void* p, uint32_t v) {
 /* CPU features, detected once (cpu.c). */
 #define LMC_CPU_BMI2 1u
 #define LMC_CPU_AVX2 2u
+#define LMC_CPU_BMI1 4u
 unsigned lmc_cpu_features(void);
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(LMC_NO_BMI2)
@@ -74,12 +75,13 @@ static inline int lmc_cpu_has_bmi2(void) { return (lmc_cpu_features() & LMC_CPU_
 #else
 #  define LMC_HAS_BMI2_DISPATCH 0
 #endif
-/* AVX2 copies (with BMI2, which every AVX2 x86-64 CPU has, but checked too) */
+/* AVX2 copies (with BMI1 and BMI2, which every AVX2 x86-64 CPU has, but
+ * checked too) */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(LMC_NO_AVX2)
 #  define LMC_HAS_AVX2_DISPATCH 1
-#  define LMC_TARGET_AVX2 __attribute__((target("avx2,bmi2")))
-static inline int lmc_cpu_has_avx2(void)
-{ return (lmc_cpu_features() & (LMC_CPU_AVX2 | LMC_CPU_BMI2)) == (LMC_CPU_AVX2 | LMC_CPU_BMI2); }
+#  define LMC_TARGET_AVX2 __attribute__((target("avx2,bmi,bmi2")))
+#  define LMC_CPU_AVX2_SET (LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2)
+static inline int lmc_cpu_has_avx2(void) { return (lmc_cpu_features() & LMC_CPU_AVX2_SET) == LMC_CPU_AVX2_SET; }
 #else
 #  define LMC_HAS_AVX2_DISPATCH 0
 #endif

@@ -7,16 +7,20 @@
 #include "refctx.h"
 
 typedef struct {
-    /* slot tables of all groups, back to back: freq << 16 | (slot - cum), and the token */
+    /* slot tables of all groups, back to back, one u32 per slot:
+     * token | (slot - cum) << 7 | freq << 19 (freq can be M = 2^12, 13 bits) */
     uint32_t slot[LMC_REFCTX_MAX_GROUPS * LMC_ANS_M];
-    uint8_t  stok[LMC_REFCTX_MAX_GROUPS * LMC_ANS_M];
-    int64_t  tbase[LMC_REFCTX_ALPHA_MAX + 63];   /* token -> base b (padded: 7-bit index) */
-    uint8_t  tbits[LMC_REFCTX_ALPHA_MAX + 63];   /* token -> raw bit count n */
-    uint32_t tmask[LMC_REFCTX_ALPHA_MAX + 63];   /* token -> 2^n - 1 */
-    uint16_t base[LMC_REFCTX_CONTEXTS];          /* context -> group's first slot */
+    /* r >> (W - 9) -> its group's slot table: the context plus the sign bit,
+     * so no mask, and a pointer, so no add before the slot load */
+    const uint32_t* gtab[2 * LMC_REFCTX_CONTEXTS];
+    /* token tables, indexed by the stored token byte: its bit 7 is a bias bit
+     * (the low byte of the slot entry), so entries b and b | 128 agree */
+    int64_t  tbase[256];                         /* token -> base b */
+    uint8_t  tbits[256];                         /* token -> raw bit count n */
+    uint32_t tmask[256];                         /* token -> 2^n - 1 */
     uint16_t freq[LMC_REFCTX_ALPHA_MAX];
     uint8_t  tok[LMC_VBLOCK_MAX];                /* pass 1 -> pass 2 */
-    int32_t  tl[LMC_VBLOCK_MAX];                 /* 16-bit values: each t, pass 2a -> 2b */
+    int32_t  tl[LMC_VBLOCK_MAX];                 /* 16-bit values without AVX2: each t, pass 2a -> 2b */
 } lmc_refctx_dws;
 
 /* Decodes the REFCTX data src[0..size) (after the kind byte and u24 size)
