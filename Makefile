@@ -83,7 +83,7 @@ asan:
 # Threaded tests under ThreadSanitizer (a clean build, like asan).
 tsan:
 	$(MAKE) clean
-	$(MAKE) CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" lmc build/tests/test_stream build/tests/test_errors build/tests/test_regressions
+	$(MAKE) CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" lmc build/tests/test_stream build/tests/test_errors build/tests/test_regressions build/tests/test_pool
 	bash tests/tsan.sh
 
 # Every fuzz target for FUZZ_SECS seconds (CI: 60); crashes land in fuzz/regressions/.
