@@ -15,11 +15,9 @@
 
 /* Several count tables: consecutive equal bytes would otherwise chain
  * every increment on the previous one's store. (Eight tables measured
- * slower than four.) */
-static void histogram_plain(uint32_t hist[256], const uint8_t* src, size_t m)
+ * slower than four.) Adds the m bytes at src to the tables c. */
+LMC_FORCE_INLINE void count4(uint32_t c[4][256], const uint8_t* src, size_t m)
 {
-    uint32_t c[4][256];
-    memset(c, 0, sizeof(c));
     size_t i = 0;
     for (; i + 8 <= m; i += 8) {
         uint64_t const v = lmc_rd64(src + i);
@@ -29,7 +27,19 @@ static void histogram_plain(uint32_t hist[256], const uint8_t* src, size_t m)
         c[2][(uint8_t)(v >> 48)]++; c[3][(uint8_t)(v >> 56)]++;
     }
     for (; i < m; i++) c[0][src[i]]++;
+}
+
+LMC_FORCE_INLINE void fold4(uint32_t hist[256], uint32_t c[4][256])
+{
     for (int s = 0; s < 256; s++) hist[s] = c[0][s] + c[1][s] + c[2][s] + c[3][s];
+}
+
+static void histogram_plain(uint32_t hist[256], const uint8_t* src, size_t m)
+{
+    uint32_t c[4][256];
+    memset(c, 0, sizeof(c));
+    count4(c, src, m);
+    fold4(hist, c);
 }
 
 #if LMC_HAS_BMI2_DISPATCH && defined(__SSE2__)
@@ -133,6 +143,73 @@ int lmc_block_looks_raw(const uint8_t* src, size_t m)
         if (h[s]) bits += (float)h[s] * lmc_fast_log2((float)n / (float)h[s]);
     /* a sample underestimates entropy (by ~0.02 bit here), never over */
     return bits > 7.95f * (float)n;
+}
+
+/* How many of the first m bytes equal src[0]; stops at the first 16 bytes
+ * with another value, so that a block that is not constant costs a compare. */
+static size_t leading_run(const uint8_t* src, size_t m)
+{
+    size_t i = 0;
+#if defined(__SSE2__)
+    __m128i const k = _mm_set1_epi8((char)src[0]);
+    for (; i + 16 <= m; i += 16) {
+        unsigned const ne = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i*)(src + i)), k)) & 0xFFFF;
+        if (ne) return i + (unsigned)__builtin_ctz(ne);
+    }
+#endif
+    while (i < m && src[i] == src[0]) i++;
+    return i;
+}
+
+/* The sample of lmc_block_looks_raw is counted as part of the block's
+ * histogram, so a block that is coded reads its bytes once, not its sample
+ * twice: its 8 windows first, for the decision (the same counts, the same
+ * float sums in the same order, so the same answer), then the gaps between
+ * them. A block that starts with a run of one byte value (all of a
+ * constant block, the zero high bytes of small deltas) is counted by a
+ * compare per 16 bytes; a run of 1024 fills the first window, which settles
+ * "not raw" (see the 4 % rule there). */
+int lmc_block_scan(uint32_t hist[256], const uint8_t* src, size_t m)
+{
+    size_t const run = leading_run(src, m);
+    if (run == m) {
+        memset(hist, 0, 256 * sizeof(*hist));
+        hist[src[0]] = (uint32_t)m;
+        return 0;
+    }
+    if (run >= 1024) {
+        lmc_histogram(hist, src + run, m - run);
+        hist[src[0]] += (uint32_t)run;
+        return 0;
+    }
+    if (m < 16384) { lmc_histogram(hist, src, m); return 0; }
+    enum { WIN = 1024 };
+    uint32_t c[4][256], h[256];
+    memset(c, 0, sizeof(c));
+    size_t const step = m / 8;
+    count4(c, src, WIN);
+    fold4(h, c);
+    uint32_t mx = 0;
+    for (int s = 0; s < 256; s++) mx = h[s] > mx ? h[s] : mx;
+    if (mx >= 8 * WIN / 25) {
+        /* skewed: the rest through lmc_histogram, which has a path for that */
+        lmc_histogram(hist, src + WIN, m - WIN);
+        for (int s = 0; s < 256; s++) hist[s] += h[s];
+        return 0;
+    }
+    for (size_t w = 1; w < 8; w++) count4(c, src + w * step, WIN);
+    fold4(h, c);
+    size_t const n = 8 * WIN;
+    float bits = 0;
+    for (int s = 0; s < 256; s++)
+        if (h[s]) bits += (float)h[s] * lmc_fast_log2((float)n / (float)h[s]);
+    if (bits > 7.95f * (float)n) return 1;
+    for (size_t w = 0; w < 8; w++) {
+        size_t const a = w * step + WIN, b = w == 7 ? m : (w + 1) * step;
+        count4(c, src + a, b - a);
+    }
+    fold4(hist, c);
+    return 0;
 }
 
 /*-*** Huffman code lengths ***-*/

@@ -29,6 +29,10 @@ typedef struct {
  * the block is stored without a full histogram (mantissa bytes of fp32). */
 int lmc_block_looks_raw(const uint8_t* src, size_t m);
 
+/* lmc_block_looks_raw and, when that is 0, lmc_histogram into hist, in one
+ * pass over the block: returns 1 (hist undefined) or 0 (hist filled). */
+int lmc_block_scan(uint32_t hist[256], const uint8_t* src, size_t m);
+
 /* Histogram of m bytes with several count tables (breaks store-to-load chains). */
 void lmc_histogram(uint32_t hist[256], const uint8_t* src, size_t m);
 
