@@ -224,7 +224,9 @@ static void run_djob(void* arg, size_t i)
     j->result = lmc_chunk_decode(j->ws, j->dst, j->content_size, j->payload, j->payload_size,
                                  d->hdr.has_ref ? d->ref : NULL, d->hdr.has_ref ? d->hdr.ref_size : 0);
     if (LMC_IS_ERR(j->result)) return;
-    if (lmc_rd32(j->head + 12) != lmc_h32(j->dst, j->content_size)) j->result = LMC_ERR(CHECKSUM);
+    /* one thread: jobs run in frame order, so the frame checksum joins here */
+    XXH3_state_t* const also = lmc_pool_threads(d->pool) == 1 ? d->hstate : NULL;
+    if (lmc_rd32(j->head + 12) != lmc_h32_also(also, j->dst, j->content_size)) j->result = LMC_ERR(CHECKSUM);
 }
 
 static size_t seek_push(lmc_dctx* d, const dec_job* j)
@@ -251,10 +253,12 @@ static size_t seek_push(lmc_dctx* d, const dec_job* j)
  * decode, and this batch's content is left in *pend for the next call. */
 static size_t run_batch(lmc_dctx* d, unsigned k, lmc_hash_span* pend)
 {
+    int const serial = lmc_pool_threads(d->pool) == 1;   /* run_djob hashed the content */
+    if (serial) pend = NULL;
     lmc_pool_run_with(d->pool, run_djob, d, k, pend && pend->n ? lmc_hash_span_run : NULL, pend);
     for (unsigned i = 0; i < k; i++) LMC_FORWARD(d->jobs[i].result);
     for (unsigned i = 0; i < k; i++) {
-        if (!pend) lmc_hstate_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
+        if (!pend && !serial) lmc_hstate_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
         LMC_FORWARD(seek_push(d, &d->jobs[i]));
         d->total_out += d->jobs[i].content_size;
     }

@@ -284,7 +284,7 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     lmc_wr32(dst, (uint32_t)size);
     lmc_wr32(dst + 4, (uint32_t)payload);
     lmc_wr32(dst + 8, lmc_h32(dst + LMC_CHUNK_HDR_SIZE, payload));
-    lmc_wr32(dst + 12, lmc_h32(content, size));
+    lmc_wr32(dst + 12, lmc_h32_also(ws->frame_hash, content, size));
     st->pieces += local.pieces; st->pieces_xor += local.pieces_xor; st->pieces_rotated += local.pieces_rotated;
     st->pieces_refmodel += local.pieces_refmodel;
     for (int c = 0; c < LMC_CODER_COUNT; c++) {

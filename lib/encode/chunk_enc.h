@@ -8,6 +8,7 @@
 #include "frame.h"
 #include "block_enc.h"
 #include "refctx_enc.h"
+#include "hash.h"
 
 typedef struct {
     lmc_block_ws blk;
@@ -17,6 +18,7 @@ typedef struct {
     uint8_t      tseen[LMC_REFCTX_CONTEXTS];
     uint8_t*     streams;      /* grouped bytes of the current piece */
     size_t       streams_cap;
+    XXH3_state_t* frame_hash;  /* non-NULL: the content also joins this running hash (one thread) */
 } lmc_chunk_ws;
 
 /* Bound of a whole chunk (header included) of `content` bytes. */

@@ -299,9 +299,12 @@ static size_t encode_batch(lmc_cctx* c, const uint8_t* base, uint64_t base_off, 
         pos = end;
         k++;
     }
-    /* the content checksum runs while the workers code the same bytes */
-    lmc_hash_span hs = { c->hstate, base, (size_t)(pos - base_off) };
-    lmc_pool_run_with(c->pool, run_job, c, k, lmc_hash_span_run, &hs);
+    /* the content checksum runs while the workers code the same bytes; on one
+     * thread the jobs run in order and each adds its chunk as it checksums it */
+    int const serial = lmc_pool_threads(c->pool) == 1;
+    for (unsigned i = 0; i < k; i++) c->jobs[i].ws->frame_hash = serial ? c->hstate : NULL;
+    lmc_hash_span hs = { c->hstate, base, serial ? 0 : (size_t)(pos - base_off) };
+    lmc_pool_run_with(c->pool, run_job, c, k, hs.n ? lmc_hash_span_run : NULL, &hs);
     for (unsigned i = 0; i < k; i++) {
         enc_job* const j = &c->jobs[i];
         LMC_FORWARD(seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12)));
