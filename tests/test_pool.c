@@ -1,10 +1,11 @@
 /* test_pool.c - the fork-join pool (lib/common/pool.c): every index runs
- * exactly once, the serial function runs once per call and while workers
- * already take jobs, and batches keep working whether the workers are still
- * polling for the next one or have gone to sleep. */
+ * exactly once, the serial function runs once per call, while workers code,
+ * at the point the pool promises, and batches keep working whether the
+ * workers are still polling for the next one or have gone to sleep. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <stdint.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +21,8 @@ typedef struct {
     int started;        /* jobs begun, read by the serial function */
     int serial_saw_job; /* the serial function saw a job begin before it returned */
     int wait_for_job;   /* the serial function waits (bounded) for a job to begin */
+    int expect_all_begun;
+    int begun_at_serial; /* jobs begun when the serial function started */
 } probe;
 
 static void job(void* arg, size_t i)
@@ -40,6 +43,7 @@ static void serial(void* arg)
 {
     probe* const p = (probe*)arg;
     p->serial_runs++;
+    p->begun_at_serial = __atomic_load_n(&p->started, __ATOMIC_SEQ_CST);
     if (!p->wait_for_job) return;
     double const t0 = now();
     while (now() - t0 < 10.0)
@@ -79,22 +83,27 @@ static void test_every_index_once(void** state)
     assert_int_equal(p.serial_runs, 1);
 }
 
-/* With workers, the serial function runs while they code: here it waits for
- * a job to begin, which only a worker can do (the caller takes jobs after
- * it returns). Running it before waking the workers would time out. */
+/* With workers, the serial function runs while they code. With no more jobs
+ * than workers it runs first and waits here for a job to begin, which only a
+ * worker can do (the caller takes jobs after it returns): running it before
+ * waking the workers would time out. With more jobs, it runs once the caller
+ * finds none left to take: every job has been taken by then. */
 static void test_serial_overlaps_jobs(void** state)
 {
     (void)state;
-    for (unsigned t = 2; t <= 3; t++) {
+    for (unsigned t = 2; t <= 4; t++) {
         lmc_pool* const pool = lmc_pool_create(t);
         assert_non_null(pool);
         for (int rep = 0; rep < 20; rep++) {
             probe p;
             memset(&p, 0, sizeof(p));
+            size_t const count = rep % 2 ? t - 1 : 4 * t + 1;   /* as many as the workers, or more */
             p.wait_for_job = 1;
-            size_t const count = rep % 2 ? 1 : 8;   /* one job alone goes to a worker too */
+            p.expect_all_begun = count > t - 1;
             lmc_pool_run_with(pool, job, &p, count, serial, &p);
             assert_int_equal(p.serial_saw_job, 1);
+            /* each worker may hold one job it took but has not begun */
+            if (p.expect_all_begun) assert_true(p.begun_at_serial >= (int)(count - (t - 1)));
             check_once(&p, count);
         }
         lmc_pool_free(pool);
@@ -122,6 +131,82 @@ static void test_polling_and_sleeping_workers(void** state)
     lmc_pool_free(pool);
 }
 
+/* The ordered pipeline: every job once, commits in order on the caller,
+ * a slot reused only after its commit, and errors from commit and prepare. */
+typedef struct {
+    size_t n, window;
+    size_t fail_commit, fail_prepare;   /* index that fails, or SIZE_MAX */
+    size_t prepared, committed;
+    long   owner[64];                   /* job prepared into each slot, -1 when free */
+    int    ran[512];
+    int    running;
+    int    bad;                         /* a broken promise seen */
+} pipe_probe;
+
+static int pp_prepare(void* arg, size_t i, unsigned slot)
+{
+    pipe_probe* const p = (pipe_probe*)arg;
+    if (i != p->prepared) p->bad = 1;
+    if (i == p->n) return 1;
+    if (i == p->fail_prepare) return -7;
+    if (p->owner[slot] != -1 || slot >= p->window) p->bad = 1;   /* slot still in use */
+    p->owner[slot] = (long)i;
+    p->prepared++;
+    return 0;
+}
+
+static void pp_job(void* arg, size_t i, unsigned slot)
+{
+    pipe_probe* const p = (pipe_probe*)arg;
+    __atomic_add_fetch(&p->running, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&p->owner[slot], __ATOMIC_SEQ_CST) != (long)i) __atomic_store_n(&p->bad, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&p->ran[i], 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&p->running, 1, __ATOMIC_SEQ_CST);
+}
+
+static int pp_commit(void* arg, size_t i, unsigned slot)
+{
+    pipe_probe* const p = (pipe_probe*)arg;
+    if (i != p->committed || p->owner[slot] != (long)i || __atomic_load_n(&p->ran[i], __ATOMIC_SEQ_CST) != 1) p->bad = 1;
+    p->owner[slot] = -1;
+    p->committed++;
+    return i == p->fail_commit ? -5 : 0;
+}
+
+static void pipe_run(lmc_pool* pool, size_t n, unsigned window, size_t fail_commit, size_t fail_prepare, int expect)
+{
+    static pipe_probe p;
+    memset(&p, 0, sizeof(p));
+    p.n = n; p.window = window; p.fail_commit = fail_commit; p.fail_prepare = fail_prepare;
+    for (int s = 0; s < 64; s++) p.owner[s] = -1;
+    int const r = lmc_pool_pipeline(pool, window, pp_prepare, pp_job, pp_commit, &p);
+    assert_int_equal(r, expect);
+    assert_int_equal(p.bad, 0);
+    assert_int_equal(__atomic_load_n(&p.running, __ATOMIC_SEQ_CST), 0);   /* nothing left running */
+    size_t const last = fail_commit < n ? fail_commit + 1 : fail_prepare < n ? fail_prepare : n;
+    assert_int_equal(p.committed, last);                                   /* and nothing committed after a failure */
+    for (size_t i = 0; i < last; i++) assert_int_equal(p.ran[i], 1);
+}
+
+static void test_pipeline(void** state)
+{
+    (void)state;
+    for (unsigned t = 1; t <= 4; t++) {
+        lmc_pool* const pool = lmc_pool_create(t);
+        assert_non_null(pool);
+        for (unsigned w = 1; w <= 8; w++) {
+            static const size_t ns[] = { 0, 1, 2, 5, 100, 500 };
+            for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]); k++)
+                pipe_run(pool, ns[k], w, SIZE_MAX, SIZE_MAX, 0);
+            pipe_run(pool, 100, w, 37, SIZE_MAX, -5);    /* commit fails: its result, no later commit */
+            pipe_run(pool, 100, w, SIZE_MAX, 37, -7);    /* prepare fails: jobs before it commit first */
+            pipe_run(pool, 100, w, 20, 37, -5);          /* an earlier commit failure wins */
+            lmc_pool_run(pool, job, &(probe){ 0 }, 3);   /* batches still work in between */
+        }
+        lmc_pool_free(pool);
+    }
+}
+
 static void test_batch_size(void** state)
 {
     (void)state;
@@ -136,6 +221,7 @@ int main(void)
         cmocka_unit_test(test_every_index_once),
         cmocka_unit_test(test_serial_overlaps_jobs),
         cmocka_unit_test(test_polling_and_sleeping_workers),
+        cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_batch_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

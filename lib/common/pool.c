@@ -3,16 +3,10 @@
  * cost is waking a sleeping worker: on a VM that can take milliseconds, a
  * large share of a batch. So a worker that finishes a batch spins a little
  * while for the next one before it sleeps, and the caller can run serial
- * work (a checksum) while the workers already code. */
+ * work (a checksum) while the workers code. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
-#if defined(__x86_64__) || defined(__i386__)
-#  include <immintrin.h>
-#  define cpu_relax() _mm_pause()
-#else
-#  define cpu_relax() ((void)0)
-#endif
 #include "pool.h"
 
 /* How long an idle worker polls for the next batch before sleeping: a few
@@ -30,6 +24,13 @@ struct lmc_pool_s {
     lmc_job_fn      fn;
     void*           arg;
     size_t          count, next, finished;
+    /* ordered pipeline (lmc_pool_pipeline); fields change under mu, and
+     * pl_active / pl_prepared also with atomic stores for the workers' poll */
+    int             pl_active, pl_stop;
+    size_t          pl_prepared, pl_taken, pl_finished, pl_window;
+    lmc_slot_fn     pl_job;
+    void*           pl_arg;
+    unsigned char   pl_done[LMC_POOL_MAX_WINDOW];
 };
 
 static void drain(lmc_pool* p)
@@ -60,8 +61,49 @@ static void spin_for_work(lmc_pool* p, unsigned seen)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned n = 1;; n++) {
         if (__atomic_load_n(&p->generation, __ATOMIC_ACQUIRE) != seen || __atomic_load_n(&p->quit, __ATOMIC_ACQUIRE)) return;
-        cpu_relax();
+        lmc_cpu_relax();
         if (!(n & 63) && elapsed_ns(&t0) > SPIN_NS) return;
+    }
+}
+
+/* A worker with nothing to take in a pipeline polls a little for the next
+ * prepared job (or the pipeline's end) before it sleeps. */
+static void spin_for_prepared(lmc_pool* p, size_t seen)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned n = 1;; n++) {
+        if (__atomic_load_n(&p->pl_prepared, __ATOMIC_ACQUIRE) != seen || !__atomic_load_n(&p->pl_active, __ATOMIC_ACQUIRE)) return;
+        lmc_cpu_relax();
+        if (!(n & 63) && elapsed_ns(&t0) > SPIN_NS) return;
+    }
+}
+
+static int pl_can_take(const lmc_pool* p) { return !p->pl_stop && p->pl_taken < p->pl_prepared; }
+
+/* Runs one prepared job; called and returns with mu held. */
+static void pl_run_one(lmc_pool* p)
+{
+    size_t const i = p->pl_taken++;
+    unsigned const slot = (unsigned)(i % p->pl_window);
+    pthread_mutex_unlock(&p->mu);
+    p->pl_job(p->pl_arg, i, slot);
+    pthread_mutex_lock(&p->mu);
+    p->pl_done[slot] = 1;
+    p->pl_finished++;
+    pthread_cond_broadcast(&p->done);
+}
+
+/* A worker's part of a pipeline: take jobs until the caller ends it. */
+static void pl_work(lmc_pool* p)
+{
+    while (p->pl_active) {
+        if (pl_can_take(p)) { pl_run_one(p); continue; }
+        size_t const seen = p->pl_prepared;
+        pthread_mutex_unlock(&p->mu);
+        spin_for_prepared(p, seen);
+        pthread_mutex_lock(&p->mu);
+        while (p->pl_active && !pl_can_take(p)) pthread_cond_wait(&p->wake, &p->mu);
     }
 }
 
@@ -79,7 +121,7 @@ static void* worker(void* opaque)
         while (!p->quit && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
         if (p->quit) break;
         seen = p->generation;
-        drain(p);
+        if (p->pl_active) pl_work(p); else drain(p);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -131,12 +173,23 @@ void lmc_pool_run_with(lmc_pool* p, lmc_job_fn fn, void* arg, size_t count, lmc_
     p->count = count; p->next = 0; p->finished = 0;
     __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->wake);
-    if (serial) {
+    /* Where to put the serial work: with no more jobs than workers, first
+     * (the workers take them all meanwhile). Otherwise after the caller finds
+     * no job left to take: it then fills the wait for the batch's last jobs,
+     * rather than delaying the caller's first job, which would make it the
+     * one that finishes last. */
+    int const first = serial && count <= p->nworkers;
+    if (first) {
         pthread_mutex_unlock(&p->mu);
         serial(sarg);
         pthread_mutex_lock(&p->mu);
     }
     drain(p);
+    if (serial && !first) {
+        pthread_mutex_unlock(&p->mu);
+        serial(sarg);
+        pthread_mutex_lock(&p->mu);
+    }
     while (p->finished < p->count) pthread_cond_wait(&p->done, &p->mu);
     p->count = 0; p->next = 0;
     pthread_mutex_unlock(&p->mu);
@@ -145,4 +198,63 @@ void lmc_pool_run_with(lmc_pool* p, lmc_job_fn fn, void* arg, size_t count, lmc_
 void lmc_pool_run(lmc_pool* p, lmc_job_fn fn, void* arg, size_t count)
 {
     lmc_pool_run_with(p, fn, arg, count, NULL, NULL);
+}
+
+int lmc_pool_pipeline(lmc_pool* p, unsigned window, lmc_prep_fn prepare, lmc_slot_fn job, lmc_commit_fn commit, void* arg)
+{
+    if (!p || p->nworkers == 0 || window < 2) {
+        for (size_t i = 0;; i++) {
+            int const r = prepare(arg, i, 0);
+            if (r) return r > 0 ? 0 : r;
+            job(arg, i, 0);
+            int const c = commit(arg, i, 0);
+            if (c) return c;
+        }
+    }
+    if (window > LMC_POOL_MAX_WINDOW) window = LMC_POOL_MAX_WINDOW;
+    pthread_mutex_lock(&p->mu);
+    p->pl_job = job; p->pl_arg = arg; p->pl_window = window;
+    __atomic_store_n(&p->pl_prepared, 0, __ATOMIC_RELEASE);
+    p->pl_taken = 0; p->pl_finished = 0; p->pl_stop = 0;
+    for (unsigned s = 0; s < window; s++) p->pl_done[s] = 0;
+    __atomic_store_n(&p->pl_active, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&p->wake);
+    size_t committed = 0;
+    int end = 0, prep_err = 0, err = 0;
+    for (;;) {
+        /* 1. keep the window full of prepared jobs (in order, on this thread) */
+        if (!end && !p->pl_stop && p->pl_prepared < committed + window) {
+            size_t const i = p->pl_prepared;
+            pthread_mutex_unlock(&p->mu);
+            int const r = prepare(arg, i, (unsigned)(i % window));
+            pthread_mutex_lock(&p->mu);
+            if (r) { end = 1; if (r < 0) prep_err = r; }   /* earlier jobs still commit first */
+            else {
+                __atomic_store_n(&p->pl_prepared, i + 1, __ATOMIC_RELEASE);
+                pthread_cond_broadcast(&p->wake);
+            }
+            continue;
+        }
+        /* 2. commit the oldest job once it is done (in order, on this thread) */
+        if (!p->pl_stop && committed < p->pl_prepared && p->pl_done[committed % window]) {
+            unsigned const slot = (unsigned)(committed % window);
+            p->pl_done[slot] = 0;
+            pthread_mutex_unlock(&p->mu);
+            int const c = commit(arg, committed, slot);
+            pthread_mutex_lock(&p->mu);
+            committed++;
+            if (c) { err = c; p->pl_stop = 1; }
+            continue;
+        }
+        /* 3. finished: everything prepared is committed, or stopped with no job running */
+        if (p->pl_stop ? p->pl_finished == p->pl_taken : end && committed == p->pl_prepared) break;
+        /* 4. help with a job, else wait for one to finish */
+        if (pl_can_take(p)) { pl_run_one(p); continue; }
+        pthread_cond_wait(&p->done, &p->mu);
+    }
+    __atomic_store_n(&p->pl_active, 0, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    return err ? err : prep_err;
 }

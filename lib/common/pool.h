@@ -3,6 +3,12 @@
 #define LMC_POOL_H
 
 #include <stddef.h>
+#if defined(__x86_64__) || defined(__i386__)
+#  include <immintrin.h>
+#  define lmc_cpu_relax() _mm_pause()
+#else
+#  define lmc_cpu_relax() ((void)0)
+#endif
 
 typedef struct lmc_pool_s lmc_pool;
 typedef void (*lmc_job_fn)(void* arg, size_t index);
@@ -12,16 +18,33 @@ typedef void (*lmc_serial_fn)(void* arg);
 lmc_pool* lmc_pool_create(unsigned threads);
 void      lmc_pool_free(lmc_pool* pool);
 unsigned  lmc_pool_threads(const lmc_pool* pool);
-/* Blocks until every index has run. Indices are handed out in increasing order,
- * so early jobs finish first; the caller thread works too. pool may be NULL (serial). */
 /* Jobs per fork-join batch for `threads` threads. Two per thread: the pool
  * hands indices out as threads free up, so one slow chunk no longer leaves
  * the other threads idle until the batch ends, and a file of a few chunks
  * still spreads over all threads. One thread needs no more than one slot. */
 static inline unsigned lmc_pool_batch(unsigned threads) { return threads > 1 ? 2 * threads : 1; }
+/* Blocks until every index has run. Indices are handed out in increasing order,
+ * so early jobs finish first; the caller thread works too. pool may be NULL (serial). */
 void      lmc_pool_run(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count);
-/* The same, and the caller runs serial(sarg) while the workers start on the
- * jobs (before it takes jobs itself). serial must not touch what jobs write. */
+/* The same, and the caller also runs serial(sarg) once, while workers code:
+ * before taking jobs if the workers can take them all, else once no job is
+ * left to take. serial must not touch what jobs write. */
 void      lmc_pool_run_with(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count, lmc_serial_fn serial, void* sarg);
+
+/* Ordered pipeline, without a barrier between batches. prepare(arg, i,
+ * slot) runs on the caller thread for i = 0, 1, ... in order and returns 0
+ * when job i is ready, > 0 when there is no job i (the end), < 0 to stop (an
+ * error). job(arg, i, slot) then runs on any thread. commit(arg, i, slot)
+ * runs on the caller thread in order, after job i; non-zero stops. Slot =
+ * i % window (0 without workers): job i + window is prepared only after
+ * commit(i), so `window` sets of buffers suffice. The caller thread also takes jobs when it has
+ * nothing to prepare or commit. Returns 0, or the first non-zero commit
+ * result, or else the prepare error (commits of the jobs before it come
+ * first). No workers: prepare, job, commit one after another. */
+#define LMC_POOL_MAX_WINDOW 1024
+typedef void (*lmc_slot_fn)(void* arg, size_t index, unsigned slot);
+typedef int (*lmc_prep_fn)(void* arg, size_t index, unsigned slot);
+typedef int (*lmc_commit_fn)(void* arg, size_t index, unsigned slot);
+int lmc_pool_pipeline(lmc_pool* pool, unsigned window, lmc_prep_fn prepare, lmc_slot_fn job, lmc_commit_fn commit, void* arg);
 
 #endif

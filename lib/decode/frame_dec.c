@@ -246,26 +246,68 @@ static size_t seek_push(lmc_dctx* d, const dec_job* j)
     return 0;
 }
 
-/* Runs the ready jobs; returns the first error in frame order, if any.
- * pend == NULL: this batch's content joins the frame checksum now. Otherwise
- * the content in *pend (the previous batch's, in the caller's buffer, which
- * this batch does not write) is hashed by the caller thread while the workers
- * decode, and this batch's content is left in *pend for the next call. */
-static size_t run_batch(lmc_dctx* d, unsigned k, lmc_hash_span* pend)
+/* Streaming: runs the ready jobs; returns the first error in frame order, if any. */
+static size_t run_batch(lmc_dctx* d, unsigned k)
 {
     int const serial = lmc_pool_threads(d->pool) == 1;   /* run_djob hashed the content */
-    if (serial) pend = NULL;
-    lmc_pool_run_with(d->pool, run_djob, d, k, pend && pend->n ? lmc_hash_span_run : NULL, pend);
+    lmc_pool_run(d->pool, run_djob, d, k);
     for (unsigned i = 0; i < k; i++) LMC_FORWARD(d->jobs[i].result);
     for (unsigned i = 0; i < k; i++) {
-        if (!pend && !serial) lmc_hstate_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
+        if (!serial) lmc_hstate_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
         LMC_FORWARD(seek_push(d, &d->jobs[i]));
         d->total_out += d->jobs[i].content_size;
     }
-    if (pend && k) {
-        pend->p = d->jobs[0].dst;   /* one-shot: the batch decoded into one contiguous span */
-        pend->n = (size_t)(d->jobs[k - 1].dst + d->jobs[k - 1].content_size - d->jobs[0].dst);
-    }
+    return 0;
+}
+
+/* One-shot decompression: a pipeline of chunks (no barrier between batches).
+ * prepare reads chunk i's header into job slot i % njobs; commit checks its
+ * result and adds it to the checksum and the seek table, in frame order. */
+typedef struct {
+    lmc_dctx*      d;
+    const uint8_t* s;
+    size_t         n, pos;
+    uint8_t*       dst;
+    size_t         cap, out;
+    size_t         err;
+} oneshot_dec;
+
+static int od_fail(oneshot_dec* x, size_t err) { x->err = err; return -1; }
+
+static int od_prepare(void* arg, size_t i, unsigned slot)
+{
+    oneshot_dec* const x = (oneshot_dec*)arg;
+    lmc_dctx* const d = x->d;
+    (void)i;
+    if (x->n - x->pos < 4) return od_fail(x, LMC_ERR(TRUNCATED));
+    if (lmc_rd32(x->s + x->pos) == 0) { d->end_seen = 1; return 1; }
+    if (x->n - x->pos < LMC_CHUNK_HDR_SIZE) return od_fail(x, LMC_ERR(TRUNCATED));
+    dec_job* const j = &d->jobs[slot];
+    memcpy(j->head, x->s + x->pos, LMC_CHUNK_HDR_SIZE);
+    size_t const ps = check_chunk_header(j->head, d->hdr.chunk_log, &j->content_size);
+    if (LMC_IS_ERR(ps)) return od_fail(x, ps);
+    x->pos += LMC_CHUNK_HDR_SIZE;
+    if (x->n - x->pos < ps) return od_fail(x, LMC_ERR(TRUNCATED));
+    if (x->cap - x->out < j->content_size) return od_fail(x, LMC_ERR(DST_TOO_SMALL));
+    j->payload = x->s + x->pos; j->payload_size = ps;
+    j->dst = x->dst + x->out; j->streaming = 0;
+    x->pos += ps; x->out += j->content_size;
+    return 0;
+}
+
+static void od_job(void* arg, size_t i, unsigned slot) { (void)i; run_djob(((oneshot_dec*)arg)->d, slot); }
+
+static int od_commit(void* arg, size_t i, unsigned slot)
+{
+    oneshot_dec* const x = (oneshot_dec*)arg;
+    lmc_dctx* const d = x->d;
+    dec_job* const j = &d->jobs[slot];
+    (void)i;
+    if (LMC_IS_ERR(j->result)) return od_fail(x, j->result);
+    if (lmc_pool_threads(d->pool) > 1) lmc_hstate_update(d->hstate, j->dst, j->content_size);   /* else run_djob did */
+    size_t const r = seek_push(d, j);
+    if (LMC_IS_ERR(r)) return od_fail(x, r);
+    d->total_out += j->content_size;
     return 0;
 }
 
@@ -305,30 +347,9 @@ size_t lmc_decompress(lmc_dctx* d, void* dstv, size_t cap, const void* srcv, siz
     LMC_FORWARD(check_ref(d, &d->hdr));
     LMC_RETURN_IF(d->hdr.content_size_known && d->hdr.content_size > cap, DST_TOO_SMALL);
     LMC_FORWARD(ensure_djobs(d, d->hdr.chunk_log, 0));
-    size_t pos = LMC_HDR_SIZE, out = 0;
-    lmc_hash_span pend = { d->hstate, NULL, 0 };
-    for (;;) {
-        unsigned k = 0;
-        while (k < d->njobs) {
-            LMC_RETURN_IF(n - pos < 4, TRUNCATED);
-            if (lmc_rd32(s + pos) == 0) { d->end_seen = 1; break; }
-            LMC_RETURN_IF(n - pos < LMC_CHUNK_HDR_SIZE, TRUNCATED);
-            dec_job* const j = &d->jobs[k];
-            memcpy(j->head, s + pos, LMC_CHUNK_HDR_SIZE);
-            size_t const ps = check_chunk_header(j->head, d->hdr.chunk_log, &j->content_size);
-            LMC_FORWARD(ps);
-            pos += LMC_CHUNK_HDR_SIZE;
-            LMC_RETURN_IF(n - pos < ps, TRUNCATED);
-            LMC_RETURN_IF(cap - out < j->content_size, DST_TOO_SMALL);
-            j->payload = s + pos; j->payload_size = ps;
-            j->dst = dst + out; j->streaming = 0;
-            pos += ps; out += j->content_size;
-            k++;
-        }
-        LMC_FORWARD(run_batch(d, k, &pend));
-        if (d->end_seen) break;
-    }
-    lmc_hash_span_run(&pend);
+    oneshot_dec x = { d, s, n, LMC_HDR_SIZE, dst, cap, 0, 0 };
+    if (lmc_pool_pipeline(d->pool, d->njobs, od_prepare, od_job, od_commit, &x) != 0) return x.err;
+    size_t pos = x.pos, out = x.out;
     pos += LMC_END_MARKER;
     LMC_FORWARD(check_trailer(d, s + pos, n - pos));
     pos += d->seek_len + LMC_FOOTER_SIZE;
@@ -412,7 +433,7 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
              * slot must not be left behind when slots restart at 0 */
             if (d->nready && (d->nready == d->njobs || d->end_seen)) {
                 unsigned const k = d->nready;
-                LMC_FORWARD(run_batch(d, k, NULL));
+                LMC_FORWARD(run_batch(d, k));
                 for (unsigned i = 0; i < k; i++) { d->jobs[i].head_have = 0; d->jobs[i].have = 0; }
                 d->nready = 0;
                 d->nflush = k; d->flush_job = 0; d->flush_pos = 0;

@@ -301,9 +301,9 @@ static size_t encode_batch(lmc_cctx* c, const uint8_t* base, uint64_t base_off, 
     }
     /* the content checksum runs while the workers code the same bytes; on one
      * thread the jobs run in order and each adds its chunk as it checksums it */
-    int const serial = lmc_pool_threads(c->pool) == 1;
-    for (unsigned i = 0; i < k; i++) c->jobs[i].ws->frame_hash = serial ? c->hstate : NULL;
-    lmc_hash_span hs = { c->hstate, base, serial ? 0 : (size_t)(pos - base_off) };
+    unsigned const workers = lmc_pool_threads(c->pool) - 1;
+    for (unsigned i = 0; i < k; i++) c->jobs[i].ws->frame_hash = workers ? NULL : c->hstate;
+    lmc_hash_span hs = { c->hstate, base, workers ? (size_t)(pos - base_off) : 0 };
     lmc_pool_run_with(c->pool, run_job, c, k, hs.n ? lmc_hash_span_run : NULL, &hs);
     for (unsigned i = 0; i < k; i++) {
         enc_job* const j = &c->jobs[i];
@@ -368,6 +368,56 @@ static void end_frame(lmc_cctx* c, uint64_t content, uint64_t frame_size, const 
     c->have_last = 1;
 }
 
+/* One-shot compression: a pipeline of chunks (no barrier between batches:
+ * a slow chunk holds up only its own slot). prepare plans chunk i into job
+ * slot i % njobs; commit adds it to the checksum and the seek table and
+ * copies it out, in order. */
+typedef struct {
+    lmc_cctx*      c;
+    const uint8_t* src;
+    size_t         n;
+    uint64_t       pos;       /* content planned so far */
+    uint8_t*       d;
+    size_t         cap, op;
+    size_t         err;
+} oneshot_enc;
+
+static int os_prepare(void* arg, size_t i, unsigned slot)
+{
+    oneshot_enc* const x = (oneshot_enc*)arg;
+    lmc_cctx* const c = x->c;
+    enc_job* const j = &c->jobs[slot];
+    (void)i;
+    if (x->pos >= x->n) return 1;
+    uint64_t end;
+    size_t const r = plan_chunk(c, j, x->pos, x->n, 1, &end);
+    if (LMC_IS_ERR(r)) { x->err = r; return -1; }
+    if (!r) return 1;
+    j->content = x->src + x->pos;
+    j->ws->frame_hash = lmc_pool_threads(c->pool) == 1 ? c->hstate : NULL;   /* one thread: fused */
+    x->pos = end;
+    return 0;
+}
+
+static void os_job(void* arg, size_t i, unsigned slot) { (void)i; run_job(((oneshot_enc*)arg)->c, slot); }
+
+static int os_commit(void* arg, size_t i, unsigned slot)
+{
+    oneshot_enc* const x = (oneshot_enc*)arg;
+    lmc_cctx* const c = x->c;
+    enc_job* const j = &c->jobs[slot];
+    (void)i;
+    if (!j->ws->frame_hash) lmc_hstate_update(c->hstate, j->content, j->size);
+    size_t const r = seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12));
+    if (LMC_IS_ERR(r)) { x->err = r; return -1; }
+    add_stats(&c->stats, &j->st);
+    c->stats.chunks++;
+    if (x->cap - x->op < j->result) { x->err = LMC_ERR(DST_TOO_SMALL); return -1; }
+    memcpy(x->d + x->op, j->out, j->result);
+    x->op += j->result;
+    return 0;
+}
+
 size_t lmc_compress(lmc_cctx* c, void* dst, size_t cap, const void* srcv, size_t n)
 {
     LMC_RETURN_IF(!c || (!dst && cap) || (!srcv && n), PARAM);
@@ -378,18 +428,9 @@ size_t lmc_compress(lmc_cctx* c, void* dst, size_t cap, const void* srcv, size_t
     uint8_t* const d = (uint8_t*)dst;
     LMC_RETURN_IF(cap < LMC_HDR_SIZE, DST_TOO_SMALL);
     write_header(c, d, 1, n);
-    size_t op = LMC_HDR_SIZE, ip = 0;
-    while (ip < n) {
-        unsigned k;
-        size_t const used = encode_batch(c, src + ip, ip, n - ip, 1, &k);
-        LMC_FORWARD(used);
-        for (unsigned i = 0; i < k; i++) {
-            LMC_RETURN_IF(cap - op < c->jobs[i].result, DST_TOO_SMALL);
-            memcpy(d + op, c->jobs[i].out, c->jobs[i].result);
-            op += c->jobs[i].result;
-        }
-        ip += used;
-    }
+    oneshot_enc x = { c, src, n, 0, d, cap, LMC_HDR_SIZE, 0 };
+    if (lmc_pool_pipeline(c->pool, c->njobs, os_prepare, os_job, os_commit, &x) != 0) return x.err;
+    size_t op = x.op;
     LMC_RETURN_IF(cap - op < trailer_size(c), DST_TOO_SMALL);
     write_trailer(c, d + op, n);
     op += trailer_size(c);
