@@ -190,8 +190,8 @@ typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
 LMC_API size_t lmc_compress_stream(lmc_cctx* cctx, lmc_outbuf* out, lmc_inbuf* in, int end);
 
 /* Input size (bytes) that lets lmc_compress_stream code straight from the
- * caller's buffer, without copying: threads x chunk size (+ 8). Feed at least
- * this much per call when possible. */
+ * caller's buffer, without copying: one batch, 2 x threads chunks (one chunk
+ * with one thread). Feed at least this much per call when possible. */
 LMC_API size_t lmc_cstream_in_size(const lmc_cctx* cctx);
 
 /* Abandons any frame in progress. Parameters and reference are kept. */
