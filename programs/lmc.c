@@ -73,7 +73,7 @@ static const void* g_ref = NULL;
 static size_t g_ref_size = 0;
 static int g_ref_mapped = 0;
 static uint64_t g_ref_hash = 0;
-#define REF_WINDOW ((size_t)32 << 20)
+#define REF_WINDOW ((size_t)16 << 20)
 static const unsigned char g_empty[1];
 
 /* Directory inputs (programs/dir_cmd.c): -r REFDIR, and the reference path
@@ -192,6 +192,16 @@ static void on_fatal_signal(int sig)
     _exit(1);
 }
 
+/* Inputs and the reference are mmap()ed: a file cut short while in use
+ * faults on the pages past its new end. */
+static void on_bus_error(int sig)
+{
+    static const char msg[] = "lmc: an input or reference file shrank while it was being read; output removed\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    on_fatal_signal(sig);
+}
+
 static void install_signals(void)
 {
     struct sigaction sa;
@@ -212,6 +222,8 @@ static void install_signals(void)
             sigaction(sigs[k], &sa, NULL);
         }
     }
+    sa.sa_handler = on_bus_error;
+    sigaction(SIGBUS, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGXFSZ, SIG_IGN);
 }
@@ -431,22 +443,33 @@ static int load_ref(void)
         g_ref_size = (size_t)st.st_size;
         g_ref_mapped = 1;
     }
-    close(fd);
-    /* Hash the reference here, window by window, dropping each window from
-     * memory once hashed: the contexts then take the hash as given, and the
-     * whole reference is never resident at once. */
+    /* Hash the reference here, through a small buffer rather than the
+     * mapping: read() copies from the page cache faster than the mapping
+     * faults pages in (a fault per 64 KiB), and the mapping stays untouched
+     * until the coder needs it. The contexts then take the hash as given. */
     {
         lmc_hash_state* h = lmc_hash_create();
-        size_t off;
-        if (!h) { errmsg("out of memory"); return -1; }
-        for (off = 0; off < g_ref_size; off += REF_WINDOW) {
-            size_t n = g_ref_size - off < REF_WINDOW ? g_ref_size - off : REF_WINDOW;
-            lmc_hash_update(h, (const char*)g_ref + off, n);
-            madvise((char*)g_ref + off, n, MADV_DONTNEED);
+        size_t const bs = (size_t)1 << 20;
+        unsigned char* b = (unsigned char*)malloc(bs);
+        uint64_t off = 0;
+        if (!h || !b) { errmsg("out of memory"); lmc_hash_free(h); free(b); close(fd); return -1; }
+        while (off < g_ref_size) {
+            size_t const want = g_ref_size - off < bs ? (size_t)(g_ref_size - off) : bs;
+            ssize_t const r = pread(fd, b, want, (off_t)off);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                errmsg("%s: cannot read reference: %s", g_opt.ref_name, r < 0 ? strerror(errno) : "file shrank");
+                lmc_hash_free(h); free(b); close(fd);
+                return -1;
+            }
+            lmc_hash_update(h, b, (size_t)r);
+            off += (uint64_t)r;
         }
         g_ref_hash = lmc_hash_digest(h);
         lmc_hash_free(h);
+        free(b);
     }
+    close(fd);
     return 0;
 }
 
@@ -504,13 +527,21 @@ static int setup_dctx(void)
 
 static size_t g_in_size = IN_BUF_SIZE, g_out_size = OUT_BUF_SIZE;
 
-/* Reads a whole batch of chunks per call when compressing, so the library
- * codes straight from this buffer and writes straight into the output one. */
+/* Reads a whole batch of chunks per call when compressing from a pipe, so
+ * the library codes straight from this buffer. The output buffer takes
+ * several batches: the library codes chunks straight into it, as one run
+ * with no barrier between batches, until it is full (OUT_BUF_MAX bounds it
+ * for many threads: memory stays within 64 MiB + threads x 2 chunks). */
+#define OUT_BUF_MIN ((size_t)8 << 20)
+#define OUT_BUF_MAX ((size_t)32 << 20)
 static int setup_buffers(void)
 {
     if (!g_inbuf) {
+        size_t want = (size_t)4 * (size_t)g_opt.threads << 20;
         if (g_cctx && lmc_cstream_in_size(g_cctx) > g_in_size) g_in_size = lmc_cstream_in_size(g_cctx);
-        if (g_cctx) g_out_size = lmc_compress_bound(g_in_size);
+        want = want < OUT_BUF_MIN ? OUT_BUF_MIN : want > OUT_BUF_MAX ? OUT_BUF_MAX : want;
+        g_out_size = want;
+        if (g_cctx && g_out_size < lmc_compress_bound(g_in_size)) g_out_size = lmc_compress_bound(g_in_size);
         g_inbuf = (unsigned char*)malloc(g_in_size);
         g_outbuf = (unsigned char*)malloc(g_out_size);
     }
@@ -543,9 +574,90 @@ typedef struct {
     const char* in_name;   /* for messages */
     const char* out_name;  /* for messages; NULL when output is discarded */
     int infd, outfd;       /* outfd < 0: discard output */
+    const unsigned char* map;  /* the whole input, mmap()ed, or NULL: read() infd */
+    size_t map_size;
     uint64_t in_bytes, out_bytes;
     progress_t* prog;
 } job_t;
+
+static int job_write(job_t* j, const void* p, size_t n);
+
+/* Drops the input pages the library is done with (it returns after a
+ * bounded amount of input or output): they stay in the page cache, but not
+ * in this process's memory. */
+static void map_release(job_t* j, size_t done, size_t* released)
+{
+    size_t const page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t const upto = done / page * page;
+    if (upto > *released) madvise((void*)(j->map + *released), upto - *released, MADV_DONTNEED);
+    *released = upto;
+}
+
+/* Compression straight from the mapped file: the library takes it whole and
+ * codes chunks in place, as many per call as the output buffer holds. */
+static int run_compress_mapped(job_t* j)
+{
+    lmc_inbuf in;
+    size_t released = 0;
+    unsigned stuck = 0;
+    in.src = j->map; in.size = j->map_size; in.pos = 0;
+    for (;;) {
+        lmc_outbuf out;
+        size_t before = in.pos, r;
+        out.dst = g_outbuf; out.size = g_out_size; out.pos = 0;
+        r = lmc_compress_stream(g_cctx, &out, &in, 1);
+        if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
+        if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
+            errmsg("%s: internal error: the compressor makes no progress", j->in_name);
+            return -1;
+        }
+        if (in.pos != before || out.pos != 0) stuck = 0;
+        j->in_bytes = in.pos;
+        if (job_write(j, g_outbuf, out.pos) != 0) return -1;
+        progress_update(j->prog, j->in_bytes, j->out_bytes);
+        ref_release(j->in_bytes);
+        map_release(j, in.pos, &released);
+        if (r == 0) return 0;
+    }
+}
+
+/* Decompression straight from the mapped frame into the output buffer. */
+static int run_decompress_mapped(job_t* j)
+{
+    lmc_inbuf in;
+    size_t released = 0;
+    unsigned stuck = 0;
+    in.src = j->map; in.size = j->map_size; in.pos = 0;
+    if (j->map_size == 0) { errmsg("%s: empty input: not an lmc frame", j->in_name); return -1; }
+    for (;;) {
+        lmc_outbuf out;
+        size_t before = in.pos, r;
+        out.dst = g_outbuf; out.size = g_out_size; out.pos = 0;
+        r = lmc_decompress_stream(g_dctx, &out, &in);
+        if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
+        j->in_bytes = in.pos;
+        if (job_write(j, g_outbuf, out.pos) != 0) return -1;
+        progress_update(j->prog, j->in_bytes, j->out_bytes);
+        ref_release(j->out_bytes);
+        map_release(j, in.pos, &released);
+        if (r == 0) {
+            if (in.pos < in.size) {
+                errmsg("%s: unexpected data after the end of the frame (trailing bytes)", j->in_name);
+                return -1;
+            }
+            return 0;
+        }
+        if (in.pos == in.size && out.pos < out.size) {
+            errmsg("%s: input is truncated: the frame is incomplete", j->in_name);
+            return -1;
+        }
+        if (in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
+            errmsg("%s: internal error: the decompressor makes no progress", j->in_name);
+            return -1;
+        }
+        if (in.pos != before || out.pos != 0) stuck = 0;
+    }
+}
 
 static int job_write(job_t* j, const void* p, size_t n)
 {
@@ -561,6 +673,7 @@ static int job_write(job_t* j, const void* p, size_t n)
 
 static int run_compress(job_t* j)
 {
+    if (j->map) return run_compress_mapped(j);
     for (;;) {
         ssize_t n = read_full(j->infd, g_inbuf, g_in_size);
         lmc_inbuf in;
@@ -595,6 +708,7 @@ static int run_compress(job_t* j)
 static int run_decompress(job_t* j)
 {
     int done = 0;
+    if (j->map) return run_decompress_mapped(j);
     for (;;) {
         ssize_t n = read_full(j->infd, g_inbuf, g_in_size);
         lmc_inbuf in;
@@ -817,6 +931,15 @@ static int process_file(const char* name)
     j.infd = infd;
     j.outfd = (mode == MODE_TEST) ? -1 : outfd;
     j.prog = &prog;
+    if (!in_stdin && S_ISREG(ist.st_mode) && ist.st_size > 0 && (uint64_t)ist.st_size <= (uint64_t)SIZE_MAX) {
+        /* a failed map is not an error: read() still works */
+        void* m = mmap(NULL, (size_t)ist.st_size, PROT_READ, MAP_PRIVATE, infd, 0);
+        if (m != MAP_FAILED) {
+            madvise(m, (size_t)ist.st_size, MADV_SEQUENTIAL);
+            j.map = (const unsigned char*)m;
+            j.map_size = (size_t)ist.st_size;
+        }
+    }
     t0 = now_sec();
     if (decomp) {
         lmc_dctx_reset(g_dctx);
@@ -895,6 +1018,7 @@ static int process_file(const char* name)
     ret = 0;
 
 out:
+    if (j.map) munmap((void*)j.map, j.map_size);
     if (use_tmp) {
         if (outfd >= 0) close(outfd);
         tmp_discard();

@@ -205,6 +205,24 @@ check "file missing its last byte fails -t" test $? -eq 1
 check "trailing garbage fails -t" test $? -eq 1
 "$LMC" -q -t empty 2>/dev/null
 check "empty input fails -t" test $? -eq 1
+out=$("$LMC" -t trunc2.lmc 2>&1)
+check "truncated file: message says truncated" eval 'echo "$out" | grep -q truncated'
+out=$("$LMC" -t trail.lmc 2>&1)
+check "trailing garbage: message says so" eval 'echo "$out" | grep -q "after the end of the frame"'
+out=$(cat trunc2.lmc | "$LMC" -t 2>&1); rc=$?
+check "truncated pipe: exit 1, message says truncated" eval '[ $rc -eq 1 ] && echo "$out" | grep -q truncated'
+
+# Regular files are mapped and coded in place; pipes and stdin are read():
+# both give the same frame and the same content, over several chunks.
+{ head -c 3000000 rand; head -c 2500000 zeros; cat rand; } > manyc
+"$LMC" -q -f manyc -o manyc.lmc
+"$LMC" -q -c < manyc > manyc.stdin.lmc
+check "several chunks: mapped file and stdin give the same frame" same manyc.lmc manyc.stdin.lmc
+cat manyc.lmc | "$LMC" -q -dc > manyc.pipe.out
+"$LMC" -q -dc manyc.lmc > manyc.map.out
+check "several chunks: mapped and piped frames decode" eval 'same manyc.pipe.out manyc && same manyc.map.out manyc'
+for t in 1 2 3; do "$LMC" -q -f -T$t -r manyc.pipe.out manyc -o manyc.d$t.lmc; done
+check "several chunks, delta: same frame for 1, 2, 3 threads" eval 'same manyc.d1.lmc manyc.d2.lmc && same manyc.d1.lmc manyc.d3.lmc'
 "$LMC" -q -t rand 2>/dev/null
 check "non-lmc input fails -t" test $? -eq 1
 

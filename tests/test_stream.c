@@ -511,6 +511,126 @@ static void test_stream_decode_threads(void** state)
     lmc_cctx_free(cc);
 }
 
+/* Streams with separate input and output piece patterns; 0 in a pattern
+ * means "everything left". */
+static size_t piece(const size_t* pat, size_t np, size_t* k, size_t left)
+{
+    size_t const p = pat[(*k)++ % np];
+    return p == 0 || p > left ? left : p;
+}
+
+static size_t compress_shaped(lmc_cctx* c, uint8_t* dst, size_t cap, const uint8_t* src, size_t n,
+                              const size_t* ip_pat, size_t nip, const size_t* op_pat, size_t nop)
+{
+    size_t ip = 0, op = 0, ki = 0, ko = 0;
+    for (;;) {
+        size_t const il = piece(ip_pat, nip, &ki, n - ip);
+        int const end = ip + il == n;
+        lmc_inbuf in = { src + ip, il, 0 };
+        for (unsigned calls = 0;; calls++) {
+            if (calls > 100000) return TU_STALL;
+            lmc_outbuf out = { dst + op, piece(op_pat, nop, &ko, cap - op), 0 };
+            size_t const r = lmc_compress_stream(c, &out, &in, end);
+            op += out.pos;
+            if (lmc_is_error(r)) return r;
+            if (end && r == 0) return in.pos == in.size ? op : TU_STALL;
+            if (!end && in.pos == in.size) break;
+        }
+        ip += il;
+    }
+}
+
+static size_t decompress_shaped(lmc_dctx* d, uint8_t* dst, size_t cap, const uint8_t* src, size_t n,
+                                const size_t* ip_pat, size_t nip, const size_t* op_pat, size_t nop)
+{
+    size_t ip = 0, op = 0, ki = 0, ko = 0;
+    for (;;) {
+        size_t const il = piece(ip_pat, nip, &ki, n - ip);
+        lmc_inbuf in = { src + ip, il, 0 };
+        for (unsigned calls = 0;; calls++) {
+            if (calls > 100000) return TU_STALL;
+            lmc_outbuf out = { dst + op, piece(op_pat, nop, &ko, cap - op), 0 };
+            size_t const r = lmc_decompress_stream(d, &out, &in);
+            op += out.pos;
+            if (lmc_is_error(r)) return r;
+            if (r == 0) return ip + in.pos == n ? op : TU_STALL;
+            if (in.pos == in.size && out.pos < out.size) break;   /* wants input */
+        }
+        ip += il;
+        if (ip >= n) return TU_STALL;
+    }
+}
+
+/* Large pieces take the in-place paths: chunks coded straight from the
+ * caller's input into its output, chunks straddling staged and new input,
+ * outputs too small for the next chunk, and the end marker arriving with the
+ * last chunk. Every shape writes the one-shot bytes and decodes back. */
+static void test_stream_buffer_shapes(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)6 * (1u << 20) + 1234;
+    uint8_t *src, *ref; size_t refn;
+    make_case(2, n, REF_EQUAL, 4242, &src, &ref, &refn);
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0 };
+    lmc_cctx* const c1 = make_cctx(&c, 1);
+    assert_int_equal(lmc_cctx_set_ref(c1, ref, refn), 0);
+    uint8_t* f1;
+    size_t const s1 = tu_compress(c1, &f1, src, n);
+    assert_false(lmc_is_error(s1));
+    lmc_cctx_free(c1);
+
+    static const size_t whole[] = { 0 };
+    static const size_t big_odd[] = { (1u << 20) + 5, 3u << 20 };
+    static const size_t mixed[] = { 3u << 20, 1, 65536, 0 };
+    static const size_t out_small[] = { 100000, 7, 3u << 20 };
+    static const size_t out_2m[] = { 2u << 20 };
+    static const size_t out_tiny[] = { 1, 1u << 20, 777 };
+    struct { const size_t* ip; size_t nip; const size_t* op; size_t nop; } const shapes[] = {
+        { whole, 1, whole, 1 }, { whole, 1, out_small, 3 }, { big_odd, 2, out_2m, 1 },
+        { mixed, 4, out_tiny, 3 }, { big_odd, 2, whole, 1 }, { whole, 1, out_2m, 1 },
+    };
+    size_t const cap = lmc_compress_bound(n);
+    uint8_t* const fs = (uint8_t*)tu_xmalloc(cap);
+    uint8_t* const back = (uint8_t*)tu_xmalloc(n);
+    for (unsigned t = 1; t <= 3; t++) {
+        for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++) {
+            lmc_cctx* const cc = make_cctx(&c, t);
+            assert_int_equal(lmc_cctx_set_ref(cc, ref, refn), 0);
+            if (k % 2) assert_int_equal(lmc_cctx_set_param(cc, LMC_P_CONTENT_SIZE, (long long)n), 0);
+            size_t const ss = compress_shaped(cc, fs, cap, src, n, shapes[k].ip, shapes[k].nip, shapes[k].op, shapes[k].nop);
+            if (lmc_is_error(ss)) fail_msg("threads %u, shape %zu: compress: %s", t, k, lmc_error_name(ss));
+            assert_int_not_equal(ss, TU_STALL);
+            if (k % 2) {
+                assert_int_equal(ss, s1);
+                assert_memory_equal(fs, f1, s1);
+            } else {
+                /* unpledged: the header differs, the chunks do not */
+                assert_int_equal(ss, s1);
+                assert_memory_equal(fs + LMC_FRAME_HEADER_SIZE, f1 + LMC_FRAME_HEADER_SIZE, s1 - LMC_FRAME_HEADER_SIZE);
+            }
+            lmc_cctx_free(cc);
+
+            lmc_dctx* const d = lmc_dctx_create();
+            assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, t), 0);
+            assert_int_equal(lmc_dctx_set_ref(d, ref, refn), 0);
+            memset(back, 0, n);
+            size_t const r = decompress_shaped(d, back, n, f1, s1, shapes[k].ip, shapes[k].nip, shapes[k].op, shapes[k].nop);
+            if (lmc_is_error(r)) fail_msg("threads %u, shape %zu: decompress: %s", t, k, lmc_error_name(r));
+            assert_int_equal(r, n);
+            assert_memory_equal(back, src, n);
+
+            /* a damaged chunk in the middle fails in the in-place path too */
+            f1[s1 / 2] ^= 0x10;
+            size_t const e = decompress_shaped(d, back, n, f1, s1, shapes[k].ip, shapes[k].nip, shapes[k].op, shapes[k].nop);
+            f1[s1 / 2] ^= 0x10;
+            assert_true(lmc_is_error(e));
+            assert_int_equal(lmc_get_error(e), LMC_ERR_CHECKSUM);
+            lmc_dctx_free(d);
+        }
+    }
+    free(back); free(fs); free(f1); free(src); free(ref);
+}
+
 /* Empty content with NULL buffers of size 0, as a caller may pass them. */
 static void test_empty_null_buffers(void** state)
 {
@@ -551,6 +671,7 @@ int main(void)
         cmocka_unit_test(test_real_checkpoints),
         cmocka_unit_test(test_safetensors),
         cmocka_unit_test(test_stream_decode_threads),
+        cmocka_unit_test(test_stream_buffer_shapes),
         cmocka_unit_test(test_empty_null_buffers),
     };
     return cmocka_run_group_tests_name("stream", tests, NULL, NULL);

@@ -373,6 +373,66 @@ static size_t take(uint8_t* dst, size_t* have, size_t want, lmc_inbuf* in)
     return *have == want;
 }
 
+/* Streaming fast path: chunks that lie whole in the caller's input decode
+ * as one pipeline, from the input in place straight into the caller's
+ * output, while the output has room for them. It stops at the first chunk
+ * that is incomplete or does not fit (the gathering path below takes those),
+ * and after the end marker. */
+typedef struct {
+    lmc_dctx*   d;
+    lmc_inbuf*  in;
+    lmc_outbuf* out;
+    size_t      promised;   /* output of the planned, uncommitted chunks */
+    size_t      nrun;
+    size_t      err;
+} stream_dec;
+
+static int sd_prepare(void* arg, size_t i, unsigned slot)
+{
+    stream_dec* const x = (stream_dec*)arg;
+    lmc_dctx* const d = x->d;
+    lmc_inbuf* const in = x->in;
+    const uint8_t* const s = (const uint8_t*)in->src + in->pos;
+    size_t const avail = in->size - in->pos;
+    (void)i;
+    if (avail < 4) return 1;
+    if (lmc_rd32(s) == 0) { d->end_seen = 1; in->pos += 4; return 1; }
+    if (avail < LMC_CHUNK_HDR_SIZE) return 1;
+    dec_job* const j = &d->jobs[slot];
+    uint32_t content;
+    size_t const ps = check_chunk_header(s, d->hdr.chunk_log, &content);
+    if (LMC_IS_ERR(ps)) { x->err = ps; return -1; }
+    if (avail - LMC_CHUNK_HDR_SIZE < ps) return 1;
+    if (x->out->size - x->out->pos - x->promised < content) return 1;
+    memcpy(j->head, s, LMC_CHUNK_HDR_SIZE);
+    j->content_size = content;
+    j->payload = s + LMC_CHUNK_HDR_SIZE; j->payload_size = ps;
+    j->dst = (uint8_t*)x->out->dst + x->out->pos + x->promised;
+    j->streaming = 0;
+    x->promised += content;
+    in->pos += LMC_CHUNK_HDR_SIZE + ps;
+    return 0;
+}
+
+static void sd_job(void* arg, size_t i, unsigned slot) { (void)i; run_djob(((stream_dec*)arg)->d, slot); }
+
+static int sd_commit(void* arg, size_t i, unsigned slot)
+{
+    stream_dec* const x = (stream_dec*)arg;
+    lmc_dctx* const d = x->d;
+    dec_job* const j = &d->jobs[slot];
+    (void)i;
+    if (LMC_IS_ERR(j->result)) { x->err = j->result; return -1; }
+    if (lmc_pool_threads(d->pool) > 1) lmc_hstate_update(d->hstate, j->dst, j->content_size);   /* else run_djob did */
+    size_t const r = seek_push(d, j);
+    if (LMC_IS_ERR(r)) { x->err = r; return -1; }
+    d->total_out += j->content_size;
+    x->out->pos += j->content_size;
+    x->promised -= j->content_size;
+    x->nrun++;
+    return 0;
+}
+
 static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
 {
     for (;;) {
@@ -403,6 +463,15 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
             d->stage = DS_CHUNKS;
             continue;
         case DS_CHUNKS: {
+            if (d->nready == 0 && d->jobs[0].head_have == 0 && !d->end_seen) {
+                stream_dec x;
+                memset(&x, 0, sizeof(x));
+                x.d = d; x.in = in; x.out = out;
+                if (lmc_pool_pipeline(d->pool, d->njobs, sd_prepare, sd_job, sd_commit, &x) != 0) return x.err;
+                /* the next chunk does not fit the room left: hand the output
+                 * back rather than decode a batch to flush in pieces */
+                if (x.nrun && !d->end_seen) return 1;
+            }
             /* gather complete chunks into job slots */
             while (d->nready < d->njobs && !d->end_seen) {
                 dec_job* const j = &d->jobs[d->nready];

@@ -283,38 +283,6 @@ static void add_stats(lmc_frame_stats* a, const lmc_frame_stats* b)
     for (int d = 0; d < LMC_DTYPE_COUNT; d++) { a->dtype_in[d] += b->dtype_in[d]; a->dtype_out[d] += b->dtype_out[d]; }
 }
 
-/* Codes up to njobs chunks from base (content offset base_off, `avail`
- * bytes). Returns the content bytes consumed (0: need more input). The coded
- * chunks are left in the job buffers: *njobs of them, in order. */
-static size_t encode_batch(lmc_cctx* c, const uint8_t* base, uint64_t base_off, size_t avail, int final, unsigned* njobs)
-{
-    uint64_t pos = base_off;
-    unsigned k = 0;
-    while (k < c->njobs) {
-        uint64_t end;
-        size_t const r = plan_chunk(c, &c->jobs[k], pos, base_off + avail, final, &end);
-        LMC_FORWARD(r);
-        if (!r) break;
-        c->jobs[k].content = base + (pos - base_off);
-        pos = end;
-        k++;
-    }
-    /* the content checksum runs while the workers code the same bytes; on one
-     * thread the jobs run in order and each adds its chunk as it checksums it */
-    unsigned const workers = lmc_pool_threads(c->pool) - 1;
-    for (unsigned i = 0; i < k; i++) c->jobs[i].ws->frame_hash = workers ? NULL : c->hstate;
-    lmc_hash_span hs = { c->hstate, base, workers ? (size_t)(pos - base_off) : 0 };
-    lmc_pool_run_with(c->pool, run_job, c, k, hs.n ? lmc_hash_span_run : NULL, &hs);
-    for (unsigned i = 0; i < k; i++) {
-        enc_job* const j = &c->jobs[i];
-        LMC_FORWARD(seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12)));
-        add_stats(&c->stats, &j->st);
-        c->stats.chunks++;
-    }
-    *njobs = k;
-    return (size_t)(pos - base_off);
-}
-
 static void write_header(const lmc_cctx* c, uint8_t* h, int size_known, uint64_t size)
 {
     memset(h, 0, LMC_HDR_SIZE);
@@ -476,6 +444,129 @@ static size_t take_input(lmc_cctx* c, lmc_inbuf* in, size_t want_total)
     return 0;
 }
 
+/* Streaming: the pending input is the staged bytes inbuf[in_head, +in_len)
+ * (content offsets [in_off, staged_end)) followed by the caller's buffer
+ * from in->pos. Whole chunks of it run as one pipeline, coded in place
+ * wherever they lie; only a chunk that straddles the two is completed in
+ * inbuf. Chunks are committed straight into the caller's output while it has
+ * room; once the room left cannot hold the next chunk's bound, the run stops
+ * there (the first chunk always runs, spilling into the queue if it must). */
+typedef struct {
+    lmc_cctx*      c;
+    lmc_outbuf*    out;
+    const uint8_t* csrc;        /* caller's input at content offset staged_end */
+    uint64_t       staged_end, avail_end, pos;
+    size_t         promised;    /* output bound of the planned, uncommitted chunks */
+    uint64_t       stop_at;     /* content offset past which no chunk starts in this call */
+    int            final, capped;
+    size_t         nrun;
+    size_t         err;
+} stream_enc;
+
+static int se_prepare(void* arg, size_t i, unsigned slot)
+{
+    stream_enc* const x = (stream_enc*)arg;
+    lmc_cctx* const c = x->c;
+    enc_job* const j = &c->jobs[slot];
+    uint64_t end;
+    size_t const r = plan_chunk(c, j, x->pos, x->avail_end, x->final, &end);
+    if (LMC_IS_ERR(r)) { x->err = r; return -1; }
+    if (!r) return 1;
+    if (i && x->pos >= x->stop_at) { x->capped = 1; return 1; }
+    size_t const bound = lmc_chunk_bound(j->size);
+    if (i && (c->oq_len || x->out->size - x->out->pos < x->promised + bound)) return 1;
+    if (end <= x->staged_end) {
+        j->content = c->inbuf + c->in_head + (x->pos - c->in_off);
+    } else if (x->pos >= x->staged_end) {
+        j->content = x->csrc + (x->pos - x->staged_end);
+    } else {
+        /* straddles: complete it after the staged bytes (room reserved before the run) */
+        size_t const have = (size_t)(x->staged_end - x->pos), more = (size_t)(end - x->staged_end);
+        memcpy(c->inbuf + c->in_head + c->in_len, x->csrc, more);
+        j->content = c->inbuf + c->in_head + c->in_len - have;
+    }
+    j->ws->frame_hash = lmc_pool_threads(c->pool) == 1 ? c->hstate : NULL;   /* one thread: fused */
+    x->promised += bound;
+    x->pos = end;
+    return 0;
+}
+
+static void se_job(void* arg, size_t i, unsigned slot) { (void)i; run_job(((stream_enc*)arg)->c, slot); }
+
+static int se_commit(void* arg, size_t i, unsigned slot)
+{
+    stream_enc* const x = (stream_enc*)arg;
+    lmc_cctx* const c = x->c;
+    enc_job* const j = &c->jobs[slot];
+    (void)i;
+    if (LMC_IS_ERR(j->result)) { x->err = j->result; return -1; }
+    if (!j->ws->frame_hash) lmc_hstate_update(c->hstate, j->content, j->size);
+    size_t r = seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12));
+    if (LMC_IS_ERR(r)) { x->err = r; return -1; }
+    add_stats(&c->stats, &j->st);
+    c->stats.chunks++;
+    lmc_outbuf* const o = x->out;
+    if (!c->oq_len && o->size - o->pos >= j->result) {
+        memcpy((uint8_t*)o->dst + o->pos, j->out, j->result);
+        o->pos += j->result;
+    } else {
+        r = oq_reserve(c, j->result);
+        if (LMC_IS_ERR(r)) { x->err = r; return -1; }
+        memcpy(c->oq + c->oq_len, j->out, j->result);
+        c->oq_len += j->result;
+    }
+    c->frame_bytes += j->result;
+    x->promised -= lmc_chunk_bound(j->size);
+    x->nrun++;
+    return 0;
+}
+
+/* Codes the whole chunks of the pending input, up to LMC_STREAM_RUN_JOBS
+ * slots' worth per call: a caller that maps a huge file and offers it whole
+ * gets control back (to write, and to drop pages it no longer needs) after
+ * a bounded amount of input. *ran: 0 no chunk ran, 1 some ran, 2 the run
+ * stopped at that bound. */
+#define LMC_STREAM_RUN_JOBS 4
+static size_t stream_chunks(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end, int* ran)
+{
+    size_t const avail = in->size - in->pos;
+    if (c->in_len && avail) {
+        /* room for the tail of a straddling chunk, reserved now: jobs in
+         * flight point into inbuf, so it cannot move during the run */
+        size_t const tail = chunk_max(c) + 8;
+        if (c->in_cap - c->in_head - c->in_len < tail) {
+            if (c->in_head) { memmove(c->inbuf, c->inbuf + c->in_head, c->in_len); c->in_head = 0; }
+            if (c->in_cap - c->in_len < tail) {
+                uint8_t* const v = (uint8_t*)realloc(c->inbuf, c->in_len + tail);
+                LMC_RETURN_IF(!v, MEMORY);
+                c->inbuf = v; c->in_cap = c->in_len + tail;
+            }
+        }
+    }
+    stream_enc x;
+    memset(&x, 0, sizeof(x));
+    x.c = c; x.out = out;
+    x.csrc = (const uint8_t*)in->src + in->pos;
+    x.staged_end = c->in_off + c->in_len;
+    x.avail_end = x.staged_end + avail;
+    x.pos = c->in_off;
+    x.stop_at = c->in_off + (uint64_t)LMC_STREAM_RUN_JOBS * c->njobs * chunk_max(c);
+    x.final = end;
+    if (lmc_pool_pipeline(c->pool, c->njobs, se_prepare, se_job, se_commit, &x) != 0) return x.err;
+    *ran = !x.nrun ? 0 : x.capped ? 2 : 1;
+    if (!x.nrun) return 0;
+    if (x.pos >= x.staged_end) {
+        size_t const used = (size_t)(x.pos - x.staged_end);
+        in->pos += used; c->total_in += used;
+        c->in_len = 0; c->in_head = 0;
+    } else {
+        size_t const used = (size_t)(x.pos - c->in_off);
+        c->in_head += used; c->in_len -= used;   /* no memmove: see take_input */
+    }
+    c->in_off = x.pos;
+    return 0;
+}
+
 void lmc_cctx_reset(lmc_cctx* c)
 {
     if (!c) return;
@@ -512,47 +603,20 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
             continue;
         }
         if (c->stage == ST_CHUNKS) {
-            size_t const batch = c->njobs * chunk_max(c);
-            unsigned k = 0;
-            size_t used = 0;
-            size_t const avail = in->size - in->pos;
-            if (c->in_len == 0 && (avail >= batch || (end && avail))) {
-                /* the caller's buffer holds a whole batch: code it in place, no copy */
-                used = encode_batch(c, (const uint8_t*)in->src + in->pos, c->in_off, avail, end, &k);
-                LMC_FORWARD(used);
-                in->pos += used; c->total_in += used; c->in_off += used;
-            } else {
-                LMC_FORWARD(take_input(c, in, LMC_MAX(batch, c->in_len)));
-                int const final = end && in->pos == in->size;
-                if (c->in_len >= batch || final) {
-                    used = encode_batch(c, c->inbuf + c->in_head, c->in_off, c->in_len, final, &k);
-                    LMC_FORWARD(used);
-                }
-                /* no memmove here: a whole buffered file (torch zip) would make it quadratic */
-                c->in_head += used; c->in_len -= used; c->in_off += used;
-                if (c->in_len == 0) c->in_head = 0;
-            }
-            if (k) {
-                size_t tot = 0;
-                for (unsigned i = 0; i < k; i++) tot += c->jobs[i].result;
-                uint8_t* dst;
-                if (c->oq_len == 0 && out->size - out->pos >= tot) {
-                    dst = (uint8_t*)out->dst + out->pos;     /* room for all of it: no staging */
-                    out->pos += tot;
-                } else {
-                    LMC_FORWARD(oq_reserve(c, tot));
-                    dst = c->oq + c->oq_len;
-                    c->oq_len += tot;
-                }
-                for (unsigned i = 0; i < k; i++) {
-                    memcpy(dst, c->jobs[i].out, c->jobs[i].result);
-                    dst += c->jobs[i].result;
-                }
-                c->frame_bytes += tot;
+            int ran = 0;
+            LMC_FORWARD(stream_chunks(c, out, in, end, &ran));
+            if (ran) {
+                /* the room left cannot take another chunk: hand the output back
+                 * rather than code a lone chunk into the queue */
+                int const all_in = end && in->pos == in->size && c->in_len == 0;
+                if (!all_in && !c->oq_len && (ran == 2 || out->size - out->pos < lmc_chunk_bound(chunk_max(c)))) return 1;
                 continue;
             }
-            int const final = end && in->pos == in->size;
-            if (!final) return 1;  /* want more input */
+            if (!(end && in->pos == in->size)) {
+                /* less than a chunk (and its lookahead) left: keep it for the next call */
+                LMC_FORWARD(take_input(c, in, c->in_len + (in->size - in->pos)));
+                return 1;  /* want more input */
+            }
             /* all input coded: finish the frame */
             LMC_RETURN_IF(c->pledged >= 0 && (uint64_t)c->pledged != c->total_in, SIZE_MISMATCH);
             LMC_FORWARD(oq_reserve(c, trailer_size(c)));
