@@ -2,7 +2,8 @@
  * fuzz_frame.c - libFuzzer target for whole-frame decoding.
  *
  * The input is a frame. It is decoded one-shot into a bounded buffer, then
- * streamed in small pieces (sizes from the input's hash), and walked by
+ * streamed in small pieces (sizes from the input's hash), streamed whole
+ * into a large buffer (the in-place path), and walked by
  * lmc_frame_stats_get. A fixed reference (derived deterministically) is set,
  * so delta frames made against it reach the XOR paths. Any success must be
  * consistent: one-shot and streaming agree on the content.
@@ -56,6 +57,25 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
         if (!ok2 || op != r1 || memcmp(g_out1, g_out2, r1) != 0) abort();
     }
     if (ok2 && lmc_is_error(r1) && lmc_get_error(r1) != LMC_ERR_DST_TOO_SMALL) abort();
+
+    /* streaming, the whole frame at once into a large buffer: the in-place
+     * path (chunks decoded straight from the input into the output) */
+    lmc_dctx_set_param(d, LMC_D_THREADS, (size >> 1) % 3 + 1);
+    lmc_dctx_reset(d);
+    {
+        size_t ip3 = 0, op3 = 0, r4 = 1;
+        unsigned idle3 = 0;
+        while (!lmc_is_error(r4) && r4 != 0 && idle3 < 4) {
+            lmc_inbuf in = { data + ip3, size - ip3, 0 };
+            lmc_outbuf out = { g_out2 + op3, OUT_CAP - op3, 0 };
+            r4 = lmc_decompress_stream(d, &out, &in);
+            ip3 += in.pos; op3 += out.pos;
+            idle3 = (in.pos == 0 && out.pos == 0) ? idle3 + 1 : 0;
+        }
+        int const ok4 = r4 == 0 && ip3 == size;
+        if (!lmc_is_error(r1) && (!ok4 || op3 != r1 || memcmp(g_out1, g_out2, r1) != 0)) abort();
+        if (ok4 && lmc_is_error(r1) && lmc_get_error(r1) != LMC_ERR_DST_TOO_SMALL) abort();
+    }
 
     lmc_frame_stats st;
     size_t const r3 = lmc_frame_stats_get(&st, data, size);

@@ -180,7 +180,11 @@ typedef struct { const void* src; size_t size; size_t pos; } lmc_inbuf;
 typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
 
 /* Consumes input and produces output, advancing in->pos and out->pos. Calls
- * block while worker threads code a batch of chunks.
+ * block while worker threads code chunks: the whole chunks in the input run
+ * as one pipeline, coded in place from the caller's buffer and written
+ * straight into its output while it has room. A call codes at most about
+ * 16 MiB of input (more with chunks over 4 MiB) and may return before the
+ * output is full or the input consumed: call again with the rest.
  * Call with end=0 while more input will follow, then with end=1 until it
  * returns 0. Returns 0 when the frame is complete and fully flushed; a
  * positive number while work remains (a hint: bytes waiting to be flushed,
@@ -189,9 +193,10 @@ typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
  * starts a new frame with the same parameters and reference. */
 LMC_API size_t lmc_compress_stream(lmc_cctx* cctx, lmc_outbuf* out, lmc_inbuf* in, int end);
 
-/* Input size (bytes) that lets lmc_compress_stream code straight from the
- * caller's buffer, without copying: one batch, 2 x threads chunks (one chunk
- * with one thread). Feed at least this much per call when possible. */
+/* Input size (bytes) worth feeding per call when the input must be read
+ * into a buffer: threads + 2 chunks (one chunk with one thread), one for
+ * each job slot. Chunks that lie whole in the caller's buffer are coded in
+ * place; only one that straddles two calls' buffers is copied. */
 LMC_API size_t lmc_cstream_in_size(const lmc_cctx* cctx);
 
 /* Abandons any frame in progress. Parameters and reference are kept. */
@@ -228,7 +233,10 @@ LMC_API size_t lmc_decompress(lmc_dctx* dctx, void* dst, size_t dstCapacity,
  * output is waiting; or an error. Bytes after the frame's end in the same call
  * are an error (LMC_ERR_TRAILING); a call after 0 starts a new frame. If the
  * input ends while the last call returned a positive value, the frame is
- * truncated. Calls block while worker threads decode a batch of chunks. The
+ * truncated. Calls block while worker threads decode chunks: those that lie
+ * whole in the input and fit the output's room decode in place, straight
+ * into the output, as one pipeline (the call may then return before the
+ * output is full: call again); others are gathered and decoded in batches. The
  * whole-content hash is only known at the end: a caller that must not keep
  * unverified output writes it to a temporary place until 0 is returned. */
 LMC_API size_t lmc_decompress_stream(lmc_dctx* dctx, lmc_outbuf* out, lmc_inbuf* in);

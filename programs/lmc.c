@@ -73,7 +73,7 @@ static const void* g_ref = NULL;
 static size_t g_ref_size = 0;
 static int g_ref_mapped = 0;
 static uint64_t g_ref_hash = 0;
-#define REF_WINDOW ((size_t)16 << 20)
+#define REF_WINDOW ((size_t)8 << 20)
 static const unsigned char g_empty[1];
 
 /* Directory inputs (programs/dir_cmd.c): -r REFDIR, and the reference path
@@ -529,18 +529,14 @@ static size_t g_in_size = IN_BUF_SIZE, g_out_size = OUT_BUF_SIZE;
 
 /* Reads a whole batch of chunks per call when compressing from a pipe, so
  * the library codes straight from this buffer. The output buffer takes
- * several batches: the library codes chunks straight into it, as one run
- * with no barrier between batches, until it is full (OUT_BUF_MAX bounds it
- * for many threads: memory stays within 64 MiB + threads x 2 chunks). */
-#define OUT_BUF_MIN ((size_t)8 << 20)
-#define OUT_BUF_MAX ((size_t)32 << 20)
+ * several chunks: the library codes them straight into it, as one run with
+ * no barrier between batches, until it is full. */
+#define OUT_BUF_RUN ((size_t)8 << 20)
 static int setup_buffers(void)
 {
     if (!g_inbuf) {
-        size_t want = (size_t)4 * (size_t)g_opt.threads << 20;
         if (g_cctx && lmc_cstream_in_size(g_cctx) > g_in_size) g_in_size = lmc_cstream_in_size(g_cctx);
-        want = want < OUT_BUF_MIN ? OUT_BUF_MIN : want > OUT_BUF_MAX ? OUT_BUF_MAX : want;
-        g_out_size = want;
+        g_out_size = OUT_BUF_RUN;
         if (g_cctx && g_out_size < lmc_compress_bound(g_in_size)) g_out_size = lmc_compress_bound(g_in_size);
         g_inbuf = (unsigned char*)malloc(g_in_size);
         g_outbuf = (unsigned char*)malloc(g_out_size);

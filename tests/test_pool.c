@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 #include <cmocka.h>
 
 #include "pool.h"
@@ -212,7 +213,64 @@ static void test_batch_size(void** state)
     (void)state;
     assert_int_equal(lmc_pool_batch(1), 1);
     assert_int_equal(lmc_pool_batch(2), 4);
-    assert_int_equal(lmc_pool_batch(16), 32);
+    assert_int_equal(lmc_pool_batch(16), 18);
+}
+
+/* Workspaces are per thread: a job's lmc_pool_self() is below the thread
+ * count, no two running jobs share it, the calling thread is 0, and a
+ * worker of one pool is 0 to another pool. */
+typedef struct {
+    lmc_pool* pool;
+    lmc_pool* other;
+    unsigned threads;
+    int busy[8];
+    int clashes, out_of_range, caller_not_zero, other_not_zero;
+    int used[8];
+    pthread_t caller;
+} self_probe;
+
+static void self_job(void* arg, size_t i)
+{
+    self_probe* const p = (self_probe*)arg;
+    unsigned const me = lmc_pool_self(p->pool);
+    (void)i;
+    if (me >= p->threads) { __atomic_add_fetch(&p->out_of_range, 1, __ATOMIC_SEQ_CST); return; }
+    if (pthread_equal(pthread_self(), p->caller) && me != 0) __atomic_add_fetch(&p->caller_not_zero, 1, __ATOMIC_SEQ_CST);
+    if (lmc_pool_self(p->other) != 0) __atomic_add_fetch(&p->other_not_zero, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_exchange_n(&p->busy[me], 1, __ATOMIC_SEQ_CST)) __atomic_add_fetch(&p->clashes, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&p->used[me], 1, __ATOMIC_SEQ_CST);
+    struct timespec const t = { 0, 200000 };
+    nanosleep(&t, NULL);
+    __atomic_store_n(&p->busy[me], 0, __ATOMIC_SEQ_CST);
+}
+
+static int self_prep(void* arg, size_t i, unsigned slot) { (void)arg; (void)slot; return i >= 60; }
+static void self_slot(void* arg, size_t i, unsigned slot) { (void)slot; self_job(arg, i); }
+static int self_commit(void* arg, size_t i, unsigned slot) { (void)arg; (void)i; (void)slot; return 0; }
+
+static void test_self_index(void** state)
+{
+    (void)state;
+    self_probe p;
+    memset(&p, 0, sizeof(p));
+    p.threads = 4;
+    p.pool = lmc_pool_create(p.threads);
+    p.other = lmc_pool_create(2);
+    assert_non_null(p.pool);
+    assert_non_null(p.other);
+    p.caller = pthread_self();
+    assert_int_equal(lmc_pool_self(p.pool), 0);
+    lmc_pool_run(p.pool, self_job, &p, 60);
+    assert_int_equal(lmc_pool_pipeline(p.pool, 6, self_prep, self_slot, self_commit, &p), 0);
+    assert_int_equal(p.out_of_range, 0);
+    assert_int_equal(p.clashes, 0);
+    assert_int_equal(p.caller_not_zero, 0);
+    assert_int_equal(p.other_not_zero, 0);
+    int nused = 0;
+    for (unsigned t = 0; t < p.threads; t++) nused += p.used[t];
+    assert_true(nused >= 2);   /* workers took jobs under their own index */
+    lmc_pool_free(p.other);
+    lmc_pool_free(p.pool);
 }
 
 int main(void)
@@ -223,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_polling_and_sleeping_workers),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_batch_size),
+        cmocka_unit_test(test_self_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,7 +18,7 @@ struct lmc_pool_s {
     pthread_cond_t  wake;     /* workers wait for a new generation */
     pthread_cond_t  done;     /* caller waits for all jobs */
     pthread_t*      tids;
-    unsigned        nworkers;
+    unsigned        nworkers, started;
     unsigned        generation;
     int             quit;
     lmc_job_fn      fn;
@@ -107,11 +107,20 @@ static void pl_work(lmc_pool* p)
     }
 }
 
+/* Which thread of which pool runs here: workspaces are per thread, not per
+ * job slot (a slot only holds a chunk's output until its commit). */
+static _Thread_local const lmc_pool* tls_pool;
+static _Thread_local unsigned tls_index;
+
+unsigned lmc_pool_self(const lmc_pool* p) { return p && tls_pool == p ? tls_index : 0; }
+
 static void* worker(void* opaque)
 {
     lmc_pool* const p = (lmc_pool*)opaque;
     unsigned seen = 0;
     pthread_mutex_lock(&p->mu);
+    tls_pool = p;
+    tls_index = ++p->started;
     for (;;) {
         if (seen && !p->quit && p->generation == seen) {
             pthread_mutex_unlock(&p->mu);

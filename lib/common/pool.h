@@ -18,11 +18,15 @@ typedef void (*lmc_serial_fn)(void* arg);
 lmc_pool* lmc_pool_create(unsigned threads);
 void      lmc_pool_free(lmc_pool* pool);
 unsigned  lmc_pool_threads(const lmc_pool* pool);
-/* Jobs per fork-join batch for `threads` threads. Two per thread: the pool
- * hands indices out as threads free up, so one slow chunk no longer leaves
- * the other threads idle until the batch ends, and a file of a few chunks
- * still spreads over all threads. One thread needs no more than one slot. */
-static inline unsigned lmc_pool_batch(unsigned threads) { return threads > 1 ? 2 * threads : 1; }
+/* Job slots (pipeline window, streaming batch) for `threads` threads: two
+ * more than threads, so a slow chunk does not leave the others idle, and
+ * no more, since each slot holds a chunk's output until it is committed
+ * (memory: 64 MiB + threads x 2 chunks). One thread needs one slot. */
+static inline unsigned lmc_pool_batch(unsigned threads) { return threads > 1 ? threads + 2 : 1; }
+/* The index of the calling thread in `pool`: 0 for the thread that runs
+ * lmc_pool_run / lmc_pool_pipeline, 1 .. threads - 1 for the workers. Jobs
+ * use it to pick a per-thread workspace. */
+unsigned lmc_pool_self(const lmc_pool* pool);
 /* Blocks until every index has run. Indices are handed out in increasing order,
  * so early jobs finish first; the caller thread works too. pool may be NULL (serial). */
 void      lmc_pool_run(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count);

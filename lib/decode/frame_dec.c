@@ -50,7 +50,6 @@ static size_t check_chunk_header(const uint8_t* p, unsigned chunk_log, uint32_t*
 }
 
 typedef struct {
-    lmc_chunk_dws* ws;
     const uint8_t* payload;    /* points into the frame or into pbuf */
     uint8_t*       pbuf;       /* streaming: staged payload */
     size_t         pbuf_cap;
@@ -74,6 +73,8 @@ struct lmc_dctx_s {
     uint64_t ref_hash;
     int      has_ref, ref_hash_known;
     lmc_pool* pool;
+    lmc_chunk_dws** wss;       /* one workspace per thread */
+    unsigned nwss;
     dec_job* jobs;
     unsigned njobs, res_chunk_log, res_threads;
     /* frame state */
@@ -107,9 +108,13 @@ lmc_dctx* lmc_dctx_create(void)
 
 static void free_djobs(lmc_dctx* d)
 {
+    for (unsigned i = 0; i < d->nwss; i++) {
+        if (d->wss[i]) free(d->wss[i]->streams);
+        free(d->wss[i]);
+    }
+    free(d->wss);
+    d->wss = NULL; d->nwss = 0;
     for (unsigned i = 0; i < d->njobs; i++) {
-        if (d->jobs[i].ws) free(d->jobs[i].ws->streams);
-        free(d->jobs[i].ws);
         free(d->jobs[i].pbuf);
         free(d->jobs[i].cbuf);
     }
@@ -172,25 +177,35 @@ static size_t check_ref(lmc_dctx* d, const lmc_frame_header* h)
     return 0;
 }
 
-static size_t ensure_djobs(lmc_dctx* d, unsigned chunk_log, int streaming)
+static size_t alloc_djobs(lmc_dctx* d, unsigned nj, unsigned chunk_log)
 {
-    LMC_RETURN_IF(chunk_log > d->max_chunk_log, LIMIT);
-    unsigned const nj = lmc_pool_batch(d->threads);
-    if (d->njobs == nj && d->res_chunk_log >= chunk_log) return 0;
-    free_djobs(d);
     d->pool = lmc_pool_create(d->threads);
     LMC_RETURN_IF(!d->pool, THREAD);
     d->jobs = (dec_job*)calloc(nj, sizeof(dec_job));
     LMC_RETURN_IF(!d->jobs, MEMORY);
     d->njobs = nj;
     d->res_chunk_log = chunk_log;
-    for (unsigned i = 0; i < d->njobs; i++) {
-        dec_job* const j = &d->jobs[i];
-        j->ws = (lmc_chunk_dws*)calloc(1, sizeof(lmc_chunk_dws));
-        LMC_RETURN_IF(!j->ws, MEMORY);
+    unsigned const nt = lmc_pool_threads(d->pool);
+    d->wss = (lmc_chunk_dws**)calloc(nt, sizeof(*d->wss));
+    LMC_RETURN_IF(!d->wss, MEMORY);
+    d->nwss = nt;
+    for (unsigned t = 0; t < nt; t++) {
+        d->wss[t] = (lmc_chunk_dws*)calloc(1, sizeof(lmc_chunk_dws));
+        LMC_RETURN_IF(!d->wss[t], MEMORY);
     }
-    (void)streaming;
     return 0;
+}
+
+static size_t ensure_djobs(lmc_dctx* d, unsigned chunk_log, int streaming)
+{
+    LMC_RETURN_IF(chunk_log > d->max_chunk_log, LIMIT);
+    unsigned const nj = lmc_pool_batch(d->threads);
+    if (d->njobs == nj && d->res_chunk_log >= chunk_log) return 0;
+    free_djobs(d);
+    size_t const r = alloc_djobs(d, nj, chunk_log);
+    if (LMC_IS_ERR(r)) free_djobs(d);   /* nothing half-made is kept for the next frame */
+    (void)streaming;
+    return r;
 }
 
 /* Work buffers grow to the chunk being decoded, once its payload checksum has
@@ -215,13 +230,14 @@ static void run_djob(void* arg, size_t i)
     memset(&walk, 0, sizeof(walk));
     j->result = lmc_chunk_walk(j->payload, j->payload_size, j->content_size, d->hdr.has_ref ? d->hdr.ref_size : 0, &walk);
     if (LMC_IS_ERR(j->result)) return;
-    if (grow(&j->ws->streams, &j->ws->streams_cap, j->content_size)
+    lmc_chunk_dws* const ws = d->wss[lmc_pool_self(d->pool)];
+    if (grow(&ws->streams, &ws->streams_cap, j->content_size)
         || (j->streaming && grow(&j->cbuf, &j->cbuf_cap, j->content_size))) {
         j->result = LMC_ERR(MEMORY);
         return;
     }
     if (j->streaming) j->dst = j->cbuf;
-    j->result = lmc_chunk_decode(j->ws, j->dst, j->content_size, j->payload, j->payload_size,
+    j->result = lmc_chunk_decode(ws, j->dst, j->content_size, j->payload, j->payload_size,
                                  d->hdr.has_ref ? d->ref : NULL, d->hdr.has_ref ? d->hdr.ref_size : 0);
     if (LMC_IS_ERR(j->result)) return;
     /* one thread: jobs run in frame order, so the frame checksum joins here */

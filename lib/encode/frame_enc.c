@@ -16,7 +16,6 @@
 #include "segments.h"
 
 typedef struct {
-    lmc_chunk_ws*   ws;
     uint8_t*        out;
     size_t          out_cap;
     lmc_piece*      pieces;
@@ -24,6 +23,7 @@ typedef struct {
     const uint8_t*  content;
     size_t          size;
     size_t          result;
+    int             fused;    /* one thread: the job adds its content to the frame checksum */
     lmc_frame_stats st;
 } enc_job;
 
@@ -42,6 +42,8 @@ struct lmc_cctx_s {
     int        has_ref;
     /* resources, sized for (threads, chunk_log) */
     lmc_pool*  pool;
+    lmc_chunk_ws** wss;       /* one workspace per thread */
+    unsigned   nwss;
     enc_job*   jobs;
     unsigned   njobs, res_chunk_log;
     /* frame state */
@@ -85,9 +87,13 @@ lmc_cctx* lmc_cctx_create(void)
 
 static void free_jobs(lmc_cctx* c)
 {
+    for (unsigned i = 0; i < c->nwss; i++) {
+        if (c->wss[i]) free(c->wss[i]->streams);
+        free(c->wss[i]);
+    }
+    free(c->wss);
+    c->wss = NULL; c->nwss = 0;
     for (unsigned i = 0; i < c->njobs; i++) {
-        if (c->jobs[i].ws) free(c->jobs[i].ws->streams);
-        free(c->jobs[i].ws);
         free(c->jobs[i].out);
         free(c->jobs[i].pieces);
     }
@@ -160,11 +166,20 @@ size_t lmc_cctx_last_stats(const lmc_cctx* c, lmc_frame_stats* st)
 
 static size_t chunk_max(const lmc_cctx* c) { return (size_t)lmc_chunk_max_content(c->chunk_log); }
 
+static size_t alloc_jobs(lmc_cctx* c, unsigned nj);
+
 static size_t ensure_jobs(lmc_cctx* c)
 {
     unsigned const nj = lmc_pool_batch(c->threads);
     if (c->njobs == nj && c->res_chunk_log == c->chunk_log) return 0;
     free_jobs(c);
+    size_t const r = alloc_jobs(c, nj);
+    if (LMC_IS_ERR(r)) free_jobs(c);   /* nothing half-made is kept for the next frame */
+    return r;
+}
+
+static size_t alloc_jobs(lmc_cctx* c, unsigned nj)
+{
     c->pool = lmc_pool_create(c->threads);
     LMC_RETURN_IF(!c->pool, THREAD);
     c->jobs = (enc_job*)calloc(nj, sizeof(enc_job));
@@ -172,15 +187,23 @@ static size_t ensure_jobs(lmc_cctx* c)
     c->njobs = nj;
     c->res_chunk_log = c->chunk_log;
     size_t const cm = chunk_max(c);
+    unsigned const nt = lmc_pool_threads(c->pool);
+    c->wss = (lmc_chunk_ws**)calloc(nt, sizeof(*c->wss));
+    LMC_RETURN_IF(!c->wss, MEMORY);
+    c->nwss = nt;
+    for (unsigned t = 0; t < nt; t++) {
+        lmc_chunk_ws* const ws = (lmc_chunk_ws*)calloc(1, sizeof(lmc_chunk_ws));
+        c->wss[t] = ws;
+        LMC_RETURN_IF(!ws, MEMORY);
+        ws->streams = (uint8_t*)malloc(cm);
+        ws->streams_cap = cm;
+        LMC_RETURN_IF(!ws->streams, MEMORY);
+    }
     for (unsigned i = 0; i < c->njobs; i++) {
         enc_job* const j = &c->jobs[i];
-        j->ws = (lmc_chunk_ws*)calloc(1, sizeof(lmc_chunk_ws));
-        LMC_RETURN_IF(!j->ws, MEMORY);
-        j->ws->streams = (uint8_t*)malloc(cm);
-        j->ws->streams_cap = cm;
         j->out_cap = lmc_chunk_work_size(cm) + LMC_BLOCK_SLACK;
         j->out = (uint8_t*)malloc(j->out_cap);
-        LMC_RETURN_IF(!j->ws->streams || !j->out, MEMORY);
+        LMC_RETURN_IF(!j->out, MEMORY);
     }
     return 0;
 }
@@ -256,7 +279,9 @@ static void run_job(void* arg, size_t i)
     lmc_cctx* const c = (lmc_cctx*)arg;
     enc_job* const j = &c->jobs[i];
     memset(&j->st, 0, sizeof(j->st));
-    j->result = lmc_chunk_encode(j->ws, j->out, j->out_cap, j->content, j->size, j->pieces, j->npieces,
+    lmc_chunk_ws* const ws = c->wss[lmc_pool_self(c->pool)];
+    ws->frame_hash = j->fused ? c->hstate : NULL;
+    j->result = lmc_chunk_encode(ws, j->out, j->out_cap, j->content, j->size, j->pieces, j->npieces,
                                  c->has_ref ? c->ref : NULL, c->coders, c->layout, &j->st);
 }
 
@@ -362,7 +387,7 @@ static int os_prepare(void* arg, size_t i, unsigned slot)
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
     if (!r) return 1;
     j->content = x->src + x->pos;
-    j->ws->frame_hash = lmc_pool_threads(c->pool) == 1 ? c->hstate : NULL;   /* one thread: fused */
+    j->fused = lmc_pool_threads(c->pool) == 1;   /* one thread: checksum fused into the job */
     x->pos = end;
     return 0;
 }
@@ -375,7 +400,7 @@ static int os_commit(void* arg, size_t i, unsigned slot)
     lmc_cctx* const c = x->c;
     enc_job* const j = &c->jobs[slot];
     (void)i;
-    if (!j->ws->frame_hash) lmc_hstate_update(c->hstate, j->content, j->size);
+    if (!j->fused) lmc_hstate_update(c->hstate, j->content, j->size);
     size_t const r = seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12));
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
     add_stats(&c->stats, &j->st);
@@ -485,7 +510,7 @@ static int se_prepare(void* arg, size_t i, unsigned slot)
         memcpy(c->inbuf + c->in_head + c->in_len, x->csrc, more);
         j->content = c->inbuf + c->in_head + c->in_len - have;
     }
-    j->ws->frame_hash = lmc_pool_threads(c->pool) == 1 ? c->hstate : NULL;   /* one thread: fused */
+    j->fused = lmc_pool_threads(c->pool) == 1;   /* one thread: checksum fused into the job */
     x->promised += bound;
     x->pos = end;
     return 0;
@@ -500,7 +525,7 @@ static int se_commit(void* arg, size_t i, unsigned slot)
     enc_job* const j = &c->jobs[slot];
     (void)i;
     if (LMC_IS_ERR(j->result)) { x->err = j->result; return -1; }
-    if (!j->ws->frame_hash) lmc_hstate_update(c->hstate, j->content, j->size);
+    if (!j->fused) lmc_hstate_update(c->hstate, j->content, j->size);
     size_t r = seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12));
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
     add_stats(&c->stats, &j->st);
@@ -522,11 +547,14 @@ static int se_commit(void* arg, size_t i, unsigned slot)
 }
 
 /* Codes the whole chunks of the pending input, up to LMC_STREAM_RUN_JOBS
- * slots' worth per call: a caller that maps a huge file and offers it whole
- * gets control back (to write, and to drop pages it no longer needs) after
- * a bounded amount of input. *ran: 0 no chunk ran, 1 some ran, 2 the run
- * stopped at that bound. */
+ * slots' worth per call and at most LMC_STREAM_RUN_MAX bytes (unless chunks
+ * are larger): a caller that maps a huge file and offers it whole gets
+ * control back (to write, and to drop pages it no longer needs) after a
+ * bounded amount of input. Longer runs would cost fewer waits for a run's
+ * last chunk; this keeps the input it pins within the memory budget.
+ * *ran: 0 no chunk ran, 1 some ran, 2 the run stopped at that bound. */
 #define LMC_STREAM_RUN_JOBS 4
+#define LMC_STREAM_RUN_MAX ((uint64_t)16 << 20)
 static size_t stream_chunks(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end, int* ran)
 {
     size_t const avail = in->size - in->pos;
@@ -550,7 +578,9 @@ static size_t stream_chunks(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end
     x.staged_end = c->in_off + c->in_len;
     x.avail_end = x.staged_end + avail;
     x.pos = c->in_off;
-    x.stop_at = c->in_off + (uint64_t)LMC_STREAM_RUN_JOBS * c->njobs * chunk_max(c);
+    uint64_t run = (uint64_t)LMC_STREAM_RUN_JOBS * c->njobs * chunk_max(c);
+    if (run > LMC_STREAM_RUN_MAX) run = LMC_MAX(LMC_STREAM_RUN_MAX, 2 * (uint64_t)chunk_max(c));
+    x.stop_at = c->in_off + run;
     x.final = end;
     if (lmc_pool_pipeline(c->pool, c->njobs, se_prepare, se_job, se_commit, &x) != 0) return x.err;
     *ran = !x.nrun ? 0 : x.capped ? 2 : 1;
