@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -73,7 +74,7 @@ static const void* g_ref = NULL;
 static size_t g_ref_size = 0;
 static int g_ref_mapped = 0;
 static uint64_t g_ref_hash = 0;
-#define REF_WINDOW ((size_t)8 << 20)
+#define REF_WINDOW ((size_t)4 << 20)
 static const unsigned char g_empty[1];
 
 /* Directory inputs (programs/dir_cmd.c): -r REFDIR, and the reference path
@@ -86,6 +87,18 @@ static lmc_cctx* g_cctx = NULL;
 static lmc_dctx* g_dctx = NULL;
 static unsigned char* g_inbuf = NULL;
 static unsigned char* g_outbuf = NULL;
+/* The writer thread (see job_write) and its two output buffers. */
+static struct {
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, busy, err;
+    int fd;
+    const unsigned char* p;
+    size_t n;
+    unsigned char* buf[2];
+    int cur;
+} g_wr = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 /* Temporary output file: removed by the signal handler. */
 static char g_tmp_path[PATH_MAX + 64];
@@ -474,8 +487,9 @@ static int load_ref(void)
 }
 
 /* Drops the reference's pages from this process's memory every REF_WINDOW
- * bytes of progress. They come back from the page cache when touched again,
- * so peak memory stays near the window whatever the reference size. */
+ * bytes of progress (in practice after every library call, which codes at
+ * most 16 MiB). They come back from the page cache when touched again, so
+ * peak memory stays near one call's worth whatever the reference size. */
 static void ref_release(uint64_t progress)
 {
     static uint64_t last = 0;
@@ -540,6 +554,8 @@ static int setup_buffers(void)
         if (g_cctx && g_out_size < lmc_compress_bound(g_in_size)) g_out_size = lmc_compress_bound(g_in_size);
         g_inbuf = (unsigned char*)malloc(g_in_size);
         g_outbuf = (unsigned char*)malloc(g_out_size);
+        g_wr.buf[0] = g_outbuf;
+        g_wr.buf[1] = (unsigned char*)malloc(g_out_size);   /* none: writes stay synchronous */
     }
     if (!g_inbuf || !g_outbuf) { errmsg("out of memory"); return -1; }
     return 0;
@@ -577,6 +593,7 @@ typedef struct {
 } job_t;
 
 static int job_write(job_t* j, const void* p, size_t n);
+static unsigned char* out_buffer(void);
 
 /* Drops the input pages the library is done with (it returns after a
  * bounded amount of input or output): they stay in the page cache, but not
@@ -600,7 +617,7 @@ static int run_compress_mapped(job_t* j)
     for (;;) {
         lmc_outbuf out;
         size_t before = in.pos, r;
-        out.dst = g_outbuf; out.size = g_out_size; out.pos = 0;
+        out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
         r = lmc_compress_stream(g_cctx, &out, &in, 1);
         if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
         if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
@@ -609,7 +626,7 @@ static int run_compress_mapped(job_t* j)
         }
         if (in.pos != before || out.pos != 0) stuck = 0;
         j->in_bytes = in.pos;
-        if (job_write(j, g_outbuf, out.pos) != 0) return -1;
+        if (job_write(j, out.dst, out.pos) != 0) return -1;
         progress_update(j->prog, j->in_bytes, j->out_bytes);
         ref_release(j->in_bytes);
         map_release(j, in.pos, &released);
@@ -628,11 +645,11 @@ static int run_decompress_mapped(job_t* j)
     for (;;) {
         lmc_outbuf out;
         size_t before = in.pos, r;
-        out.dst = g_outbuf; out.size = g_out_size; out.pos = 0;
+        out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
         r = lmc_decompress_stream(g_dctx, &out, &in);
         if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
         j->in_bytes = in.pos;
-        if (job_write(j, g_outbuf, out.pos) != 0) return -1;
+        if (job_write(j, out.dst, out.pos) != 0) return -1;
         progress_update(j->prog, j->in_bytes, j->out_bytes);
         ref_release(j->out_bytes);
         map_release(j, in.pos, &released);
@@ -655,15 +672,77 @@ static int run_decompress_mapped(job_t* j)
     }
 }
 
+/* Output is written by a writer thread, so that writing overlaps coding:
+ * the coding loops fill one of two buffers (out_buffer()) while the other
+ * is being written. job_write hands a filled buffer over and flips; the
+ * write's outcome is reported at the next hand-over or at writer_wait(). */
+
+static void* writer_main(void* arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_wr.mu);
+    for (;;) {
+        while (!g_wr.busy) pthread_cond_wait(&g_wr.cv, &g_wr.mu);
+        int const fd = g_wr.fd;
+        const unsigned char* const p = g_wr.p;
+        size_t const n = g_wr.n;
+        pthread_mutex_unlock(&g_wr.mu);
+        int const e = write_all(fd, p, n) != 0 ? (errno ? errno : EIO) : 0;
+        pthread_mutex_lock(&g_wr.mu);
+        if (e && !g_wr.err) g_wr.err = e;
+        g_wr.busy = 0;
+        pthread_cond_broadcast(&g_wr.cv);
+    }
+    return NULL;
+}
+
+static unsigned char* out_buffer(void) { return g_wr.buf[g_wr.cur]; }
+
+/* Waits for the write in flight; reports (once) a write error. */
+static int writer_wait(job_t* j)
+{
+    int e;
+    if (!g_wr.started) return 0;
+    pthread_mutex_lock(&g_wr.mu);
+    while (g_wr.busy) pthread_cond_wait(&g_wr.cv, &g_wr.mu);
+    e = g_wr.err;
+    g_wr.err = 0;
+    pthread_mutex_unlock(&g_wr.mu);
+    if (e && j) errmsg("%s: write error: %s", j->out_name, strerror(e));
+    return e ? -1 : 0;
+}
+
 static int job_write(job_t* j, const void* p, size_t n)
 {
     if (n == 0) return 0;
     j->out_bytes += n;
     if (j->outfd < 0) return 0;
-    if (write_all(j->outfd, p, n) != 0) {
-        errmsg("%s: write error: %s", j->out_name, strerror(errno));
-        return -1;
+    if (!g_wr.buf[1] || p != g_wr.buf[g_wr.cur]) {   /* not ours, or no second buffer: write now */
+        if (writer_wait(j) != 0) return -1;
+        if (write_all(j->outfd, p, n) != 0) {
+            errmsg("%s: write error: %s", j->out_name, strerror(errno));
+            return -1;
+        }
+        return 0;
     }
+    if (!g_wr.started) {
+        if (pthread_create(&g_wr.tid, NULL, writer_main, NULL) != 0) {
+            if (write_all(j->outfd, p, n) != 0) {
+                errmsg("%s: write error: %s", j->out_name, strerror(errno));
+                return -1;
+            }
+            return 0;
+        }
+        pthread_detach(g_wr.tid);
+        g_wr.started = 1;
+    }
+    if (writer_wait(j) != 0) return -1;
+    pthread_mutex_lock(&g_wr.mu);
+    g_wr.fd = j->outfd; g_wr.p = (const unsigned char*)p; g_wr.n = n;
+    g_wr.busy = 1;
+    pthread_cond_broadcast(&g_wr.cv);
+    pthread_mutex_unlock(&g_wr.mu);
+    g_wr.cur ^= 1;
     return 0;
 }
 
@@ -683,7 +762,7 @@ static int run_compress(job_t* j)
         for (;;) {
             lmc_outbuf out;
             size_t before = in.pos;
-            out.dst = g_outbuf; out.size = g_out_size; out.pos = 0;
+            out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
             r = lmc_compress_stream(g_cctx, &out, &in, end);
             if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
             if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
@@ -691,7 +770,7 @@ static int run_compress(job_t* j)
                 return -1;
             }
             if (in.pos != before || out.pos != 0) stuck = 0;
-            if (job_write(j, g_outbuf, out.pos) != 0) return -1;
+            if (job_write(j, out.dst, out.pos) != 0) return -1;
             progress_update(j->prog, j->in_bytes, j->out_bytes);
             ref_release(j->in_bytes);
             if (end ? r == 0 : (in.pos == in.size && out.pos < out.size)) break;
@@ -722,7 +801,7 @@ static int run_decompress(job_t* j)
             lmc_outbuf out;
             size_t r;
             size_t before = in.pos;
-            out.dst = g_outbuf; out.size = g_out_size; out.pos = 0;
+            out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
             r = lmc_decompress_stream(g_dctx, &out, &in);
             if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
             if (r != 0 && in.pos == before && out.pos == 0 && in.pos < in.size && ++stuck > STUCK_LIMIT) {
@@ -731,7 +810,7 @@ static int run_decompress(job_t* j)
             }
             if (in.pos != before || out.pos != 0) stuck = 0;
             j->in_bytes += in.pos - before;
-            if (job_write(j, g_outbuf, out.pos) != 0) return -1;
+            if (job_write(j, out.dst, out.pos) != 0) return -1;
             progress_update(j->prog, j->in_bytes, j->out_bytes);
             ref_release(j->out_bytes);
             if (r == 0) {
@@ -939,14 +1018,14 @@ static int process_file(const char* name)
     t0 = now_sec();
     if (decomp) {
         lmc_dctx_reset(g_dctx);
-        if (run_decompress(&j) != 0) { lmc_dctx_reset(g_dctx); progress_clear(&prog); goto out; }
+        if (run_decompress(&j) != 0 || writer_wait(&j) != 0) { lmc_dctx_reset(g_dctx); progress_clear(&prog); goto out; }
     } else {
         size_t r;
         lmc_cctx_reset(g_cctx);
         r = lmc_cctx_set_param(g_cctx, LMC_P_CONTENT_SIZE,
                                S_ISREG(ist.st_mode) ? (long long)ist.st_size : -1LL);
         if (lmc_is_error(r)) { lib_error(in_disp, r); goto out; }
-        if (run_compress(&j) != 0) { lmc_cctx_reset(g_cctx); progress_clear(&prog); goto out; }
+        if (run_compress(&j) != 0 || writer_wait(&j) != 0) { lmc_cctx_reset(g_cctx); progress_clear(&prog); goto out; }
     }
     secs = now_sec() - t0;
     progress_clear(&prog);
@@ -1014,6 +1093,7 @@ static int process_file(const char* name)
     ret = 0;
 
 out:
+    writer_wait(NULL);   /* nothing may still be writing to outfd */
     if (j.map) munmap((void*)j.map, j.map_size);
     if (use_tmp) {
         if (outfd >= 0) close(outfd);
@@ -1464,6 +1544,7 @@ int main(int argc, char** argv)
     lmc_dctx_free(g_dctx);
     free(g_inbuf);
     free(g_outbuf);
+    free(g_wr.buf[1]);
     unload_ref();
     free(files);
     if (fflush(stdout) != 0) { errmsg("stdout: write error: %s", strerror(errno)); failed = 1; }

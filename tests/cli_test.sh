@@ -320,6 +320,20 @@ if [ -w /dev/full ]; then
     "$LMC" -c rand > /dev/full 2> full.err; rc=$?
     check "/dev/full: exit 1 with 'No space'" eval '[ $rc -eq 1 ] && grep -qi "no space" full.err'
 fi
+# Output over several 8 MiB buffers goes through the writer thread: the
+# bytes arrive in order, and a failed write still fails the run.
+head -c 20000000 /dev/urandom > wbig
+"$LMC" -q -f -T2 wbig -o wbig.lmc && "$LMC" -q -d -T2 -c wbig.lmc > wbig.out
+check "20 MB through the writer thread: round trip" same wbig.out wbig
+"$LMC" -q -T2 -c wbig | "$LMC" -q -d -c | cmp -s - wbig
+check "20 MB through the writer thread: pipes" test $? -eq 0
+if [ -w /dev/full ]; then
+    "$LMC" -T2 -c wbig > /dev/full 2> full.err; rc=$?
+    check "/dev/full, several buffers, compress: exit 1 with 'No space'" eval '[ $rc -eq 1 ] && grep -qi "no space" full.err'
+    "$LMC" -T2 -dc wbig.lmc > /dev/full 2> full.err; rc=$?
+    check "/dev/full, several buffers, decompress: exit 1 with 'No space'" eval '[ $rc -eq 1 ] && grep -qi "no space" full.err'
+fi
+rm -f wbig wbig.lmc wbig.out
 "$LMC" -q -f rand -o /dev/null
 check "-o /dev/null works" test $? -eq 0
 
