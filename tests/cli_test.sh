@@ -221,6 +221,15 @@ check "several chunks: mapped file and stdin give the same frame" same manyc.lmc
 cat manyc.lmc | "$LMC" -q -dc > manyc.pipe.out
 "$LMC" -q -dc manyc.lmc > manyc.map.out
 check "several chunks: mapped and piped frames decode" eval 'same manyc.pipe.out manyc && same manyc.map.out manyc'
+# A torch.save zip is parsed in place from a mapped file (no copy of the
+# whole file), and from stdin once buffered: the same frame either way.
+TZ="$REPO/tests/data/torch"
+"$LMC" -q -f -r "$TZ/step2.pt" "$TZ/step3.pt" -o tz.lmc
+"$LMC" -q -r "$TZ/step2.pt" -c < "$TZ/step3.pt" > tz.stdin.lmc
+check "torch zip delta: mapped file and stdin give the same frame" same tz.lmc tz.stdin.lmc
+check "torch zip delta: recognised as torch" eval '"$LMC" -l tz.lmc | grep -qi torch'
+"$LMC" -q -d -r "$TZ/step2.pt" -c tz.lmc > tz.out
+check "torch zip delta: round trip" same tz.out "$TZ/step3.pt"
 for t in 1 2 3; do "$LMC" -q -f -T$t -r manyc.pipe.out manyc -o manyc.d$t.lmc; done
 check "several chunks, delta: same frame for 1, 2, 3 threads" eval 'same manyc.d1.lmc manyc.d2.lmc && same manyc.d1.lmc manyc.d3.lmc'
 "$LMC" -q -t rand 2>/dev/null

@@ -49,8 +49,9 @@ uint64_t lmc_segs_prefix_needed(lmc_format fmt, const uint8_t* head, size_t avai
     if (fmt == LMC_FORMAT_TORCH_ZIP || (fmt == LMC_FORMAT_AUTO && lmc_tz_probe(head, avail))) {
         /* a zip's directory is at its end: only a whole, not too large file will do */
         if (avail < 4) return 4;
-        if (!lmc_tz_probe(head, avail) || file_size > LMC_TZ_MAX_BUFFERED) return 0;
-        return file_size <= avail ? 0 : file_size;
+        /* all here (a caller's whole buffer, or a mapped file): any size will do */
+        if (!lmc_tz_probe(head, avail) || file_size <= avail || file_size > LMC_TZ_MAX_BUFFERED) return 0;
+        return file_size;
     }
     if (fmt != LMC_FORMAT_AUTO && fmt != LMC_FORMAT_SAFETENSORS) return 0;
     if (avail < 8) return 8;

@@ -21,7 +21,8 @@ typedef struct {
 } lmc_segs;
 
 /* Streaming encoders buffer at most this much of a torch.save zip to parse
- * it; a larger one (or one of unknown size) is coded in generic mode. */
+ * it; a larger one (or one of unknown size) is coded in generic mode, unless
+ * the caller's buffer already holds the whole file (no copy is then made). */
 #define LMC_TZ_MAX_BUFFERED ((uint64_t)1 << 30)
 
 /* Bytes of the file's start that lmc_segs_build needs to see for `fmt`

@@ -616,13 +616,25 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
         }
         if (c->stage == ST_HEADER) {
             uint64_t const fsz = c->pledged >= 0 ? (uint64_t)c->pledged : UINT64_MAX;
-            uint64_t need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len, fsz);
-            while (need && !(end && in->pos == in->size)) {
-                LMC_FORWARD(take_input(c, in, (size_t)need));
-                if (c->in_len < need) return 1;  /* want more input */
-                need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len, fsz);
+            const uint8_t* head = c->inbuf;
+            size_t have = c->in_len;
+            /* Nothing staged and the caller's buffer holds the container's
+             * header (a torch zip: the whole file, e.g. a mapped one, of any
+             * size): parse it in place; the chunks are then coded in place too. */
+            const uint8_t* const src = (const uint8_t*)in->src + in->pos;
+            if (c->in_len == 0 && in->size > in->pos && lmc_segs_prefix_needed(c->fmt, src, in->size - in->pos, fsz) == 0) {
+                head = src;
+                have = in->size - in->pos;
+            } else {
+                uint64_t need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len, fsz);
+                while (need && !(end && in->pos == in->size)) {
+                    LMC_FORWARD(take_input(c, in, (size_t)need));
+                    if (c->in_len < need) return 1;  /* want more input */
+                    need = lmc_segs_prefix_needed(c->fmt, c->inbuf, c->in_len, fsz);
+                }
+                head = c->inbuf; have = c->in_len;
             }
-            LMC_FORWARD(lmc_segs_build(&c->segs, c->fmt, c->dtype, c->inbuf, c->in_len, fsz,
+            LMC_FORWARD(lmc_segs_build(&c->segs, c->fmt, c->dtype, head, have, fsz,
                                        c->has_ref ? c->ref : NULL, c->has_ref ? c->ref_size : 0));
             LMC_FORWARD(oq_reserve(c, LMC_HDR_SIZE));
             write_header(c, c->hdr, c->pledged >= 0, c->pledged >= 0 ? (uint64_t)c->pledged : 0);
