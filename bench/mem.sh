@@ -6,7 +6,9 @@
 # not a safetensors file, so the default run exercises generic mode; a second
 # variant forces --format=raw --dtype=bf16. For each variant:
 #   compress, decompress, compress with -r, decompress with -r
-# each under /usr/bin/time -v with -T2; every restore is compared with cmp.
+# each under /usr/bin/time -v with -T2; then raw-bf16 with -r again at -T1
+# and -T8 (more threads than this box has cores: every thread still gets
+# its workspace). Every restore is compared with cmp.
 # Writes bench/mem_results.md. Needs ~34 GiB free disk in the scratch folder.
 # Environment: BENCH_TRAJ (default bench/data/traj-3m), BENCH_MEM_DIR
 # (default bench/out/mem, deleted afterwards), BENCH_MEM_GIB (default 8),
@@ -57,7 +59,7 @@ for ((i = 0; i < copies; i++)); do cat "$PREV"; done > "$REF"
 sync
 
 RES="$DIR/rows.tsv"; : > "$RES"
-measure() {  # measure VARIANT OP OUTPUT_FOR_SIZE CMD... ; appends a row
+measure() {  # measure VARIANT OP OUTPUT_FOR_SIZE CMD... ; appends a row (threads: $THREADS)
     local variant=$1 op=$2 sized=$3 tv="$DIR/time.txt" rss el usr sys z
     shift 3
     log "$variant / $op: $*"
@@ -67,7 +69,7 @@ measure() {  # measure VARIANT OP OUTPUT_FOR_SIZE CMD... ; appends a row
     usr=$(awk -F': ' '/User time/ { print $2 }' "$tv")
     sys=$(awk -F': ' '/System time/ { print $2 }' "$tv")
     z=$(stat -c %s "$sized")
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$variant" "$op" "$rss" "$el" "$usr" "$sys" "$z" >> "$RES"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$variant" "$op" "$rss" "$el" "$usr" "$sys" "$z" "$THREADS" >> "$RES"
     log "  max RSS $((rss / 1024)) MiB, ${el}s elapsed, output $z bytes"
 }
 check() {  # check RESTORED
@@ -86,6 +88,12 @@ for variant in generic raw-bf16; do
     measure "$variant" "decompress -r" "$OUT" "$LMC" -q -d -T$THREADS -f -r "$REF" "$Z" -o "$OUT"
     check "$OUT"; rm -f "$Z"
 done
+for THREADS in 1 8; do
+    Z="$DIR/input.lmc"; OUT="$DIR/restored.bin"
+    measure raw-bf16 "compress -r" "$Z" "$LMC" -q -T$THREADS -f --format=raw --dtype=bf16 -r "$REF" "$IN" -o "$Z"
+    measure raw-bf16 "decompress -r" "$OUT" "$LMC" -q -d -T$THREADS -f -r "$REF" "$Z" -o "$OUT"
+    check "$OUT"; rm -f "$Z"
+done
 RUNTIME=$(( $(date +%s) - T_START ))
 
 mkdir -p "$OUTDIR"
@@ -97,15 +105,16 @@ mkdir -p "$OUTDIR"
     echo "- lmc: $LMC_VER (copy of ./lmc taken at start)"
     echo "- Command: \`$CMDLINE\` (\`make bench-mem\`)"
     echo "- Input: \`$LAST\` repeated $copies times = $total bytes ($(awk -v t="$total" 'BEGIN { printf "%.2f", t / 2^30 }') GiB); reference: \`$PREV\` repeated the same way"
-    echo "- Each row: \`/usr/bin/time -v ./lmc -T$THREADS -f ...\` (files on disk; freshly written, so partly in the page cache); every restore compared with cmp: all identical"
+    echo "- Each row: \`/usr/bin/time -v ./lmc -T<threads> -f ...\` (files on disk; freshly written, so partly in the page cache); every restore compared with cmp: all identical"
+    echo "- bound = the issue's limit, 64 MiB + threads x 2 x chunk size (1 MiB chunks)"
     echo "- generic = default format detection (a concatenation is not safetensors); raw-bf16 = \`--format=raw --dtype=bf16\` on compression"
     echo "- Max RSS counts touched pages of the mmap()ed reference (file-backed, reclaimable) as well as heap"
     echo
-    echo "| variant | operation | max RSS (MiB) | elapsed (s) | MB/s (of input) | user (s) | sys (s) | output bytes | ratio |"
-    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    echo "| variant | operation | threads | max RSS (MiB) | bound (MiB) | elapsed (s) | MB/s (of input) | user (s) | sys (s) | output bytes | ratio |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     awk -F'\t' -v n="$total" '{
         ratio = ($2 ~ /^compress/) ? sprintf("%.4f", $7 / n) : "-"
-        printf "| %s | %s | %.0f | %.1f | %.0f | %s | %s | %s | %s |\n", $1, $2, $3 / 1024, $4, n / ($4 > 0 ? $4 : 1e-9) / 1e6, $5, $6, $7, ratio }' "$RES"
+        printf "| %s | %s | %s | %.0f | %d | %.1f | %.0f | %s | %s | %s | %s |\n", $1, $2, $8, $3 / 1024, 64 + 2 * $8, $4, n / ($4 > 0 ? $4 : 1e-9) / 1e6, $5, $6, $7, ratio }' "$RES"
 } > "$OUTDIR/mem_results.md"
 cat "$OUTDIR/mem_results.md"
 log "wrote $OUTDIR/mem_results.md"
