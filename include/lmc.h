@@ -183,7 +183,8 @@ typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
  * block while worker threads code chunks: the whole chunks in the input run
  * as one pipeline, coded in place from the caller's buffer and written
  * straight into its output while it has room. A call codes at most about
- * 16 MiB of input (more with chunks over 4 MiB) and may return before the
+ * 16 MiB of input (8 MiB above 4 threads, more with chunks over 4 MiB) and
+ * may return before the
  * output is full or the input consumed: call again with the rest.
  * Call with end=0 while more input will follow, then with end=1 until it
  * returns 0. Returns 0 when the frame is complete and fully flushed; a

@@ -547,8 +547,8 @@ static int se_commit(void* arg, size_t i, unsigned slot)
 }
 
 /* Codes the whole chunks of the pending input, up to LMC_STREAM_RUN_JOBS
- * slots' worth per call and at most LMC_STREAM_RUN_MAX bytes (unless chunks
- * are larger): a caller that maps a huge file and offers it whole gets
+ * slots' worth per call and at most LMC_STREAM_RUN_MAX bytes (half that
+ * above 4 threads; more if chunks are larger): a caller that maps a huge file and offers it whole gets
  * control back (to write, and to drop pages it no longer needs) after a
  * bounded amount of input. Longer runs would cost fewer waits for a run's
  * last chunk; this keeps the input it pins within the memory budget.
@@ -578,8 +578,10 @@ static size_t stream_chunks(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end
     x.staged_end = c->in_off + c->in_len;
     x.avail_end = x.staged_end + avail;
     x.pos = c->in_off;
+    /* above 4 threads the per-thread workspaces take the room: half the run */
+    uint64_t const run_max = c->njobs > 6 ? LMC_STREAM_RUN_MAX / 2 : LMC_STREAM_RUN_MAX;
     uint64_t run = (uint64_t)LMC_STREAM_RUN_JOBS * c->njobs * chunk_max(c);
-    if (run > LMC_STREAM_RUN_MAX) run = LMC_MAX(LMC_STREAM_RUN_MAX, 2 * (uint64_t)chunk_max(c));
+    if (run > run_max) run = LMC_MAX(run_max, 2 * (uint64_t)chunk_max(c));
     x.stop_at = c->in_off + run;
     x.final = end;
     if (lmc_pool_pipeline(c->pool, c->njobs, se_prepare, se_job, se_commit, &x) != 0) return x.err;
