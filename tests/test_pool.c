@@ -1,7 +1,7 @@
 /* test_pool.c - the fork-join pool (lib/common/pool.c): every index runs
- * exactly once, the serial function runs once per call, while workers code,
- * at the point the pool promises, and batches keep working whether the
- * workers are still polling for the next one or have gone to sleep. */
+ * exactly once, batches keep working whether the workers are still polling
+ * for the next one or have gone to sleep, the ordered pipeline keeps its
+ * promises, and each thread knows its index (per-thread workspaces). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -18,12 +18,7 @@
 
 typedef struct {
     int hits[MAXJ];
-    int serial_runs;
-    int started;        /* jobs begun, read by the serial function */
-    int serial_saw_job; /* the serial function saw a job begin before it returned */
-    int wait_for_job;   /* the serial function waits (bounded) for a job to begin */
-    int expect_all_begun;
-    int begun_at_serial; /* jobs begun when the serial function started */
+    int started;        /* jobs begun */
 } probe;
 
 static void job(void* arg, size_t i)
@@ -31,24 +26,6 @@ static void job(void* arg, size_t i)
     probe* const p = (probe*)arg;
     __atomic_add_fetch(&p->started, 1, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&p->hits[i], 1, __ATOMIC_SEQ_CST);
-}
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void serial(void* arg)
-{
-    probe* const p = (probe*)arg;
-    p->serial_runs++;
-    p->begun_at_serial = __atomic_load_n(&p->started, __ATOMIC_SEQ_CST);
-    if (!p->wait_for_job) return;
-    double const t0 = now();
-    while (now() - t0 < 10.0)
-        if (__atomic_load_n(&p->started, __ATOMIC_SEQ_CST) > 0) { p->serial_saw_job = 1; return; }
 }
 
 static void check_once(const probe* p, size_t count)
@@ -69,46 +46,14 @@ static void test_every_index_once(void** state)
             memset(&p, 0, sizeof(p));
             lmc_pool_run(pool, job, &p, counts[c]);
             check_once(&p, counts[c]);
-            memset(&p, 0, sizeof(p));
-            lmc_pool_run_with(pool, job, &p, counts[c], serial, &p);
-            check_once(&p, counts[c]);
-            assert_int_equal(p.serial_runs, 1);   /* also when there is no job */
         }
         lmc_pool_free(pool);
     }
-    /* no pool: serial in the caller */
+    /* no pool: the caller runs them */
     probe p;
     memset(&p, 0, sizeof(p));
-    lmc_pool_run_with(NULL, job, &p, 5, serial, &p);
+    lmc_pool_run(NULL, job, &p, 5);
     check_once(&p, 5);
-    assert_int_equal(p.serial_runs, 1);
-}
-
-/* With workers, the serial function runs while they code. With no more jobs
- * than workers it runs first and waits here for a job to begin, which only a
- * worker can do (the caller takes jobs after it returns): running it before
- * waking the workers would time out. With more jobs, it runs once the caller
- * finds none left to take: every job has been taken by then. */
-static void test_serial_overlaps_jobs(void** state)
-{
-    (void)state;
-    for (unsigned t = 2; t <= 4; t++) {
-        lmc_pool* const pool = lmc_pool_create(t);
-        assert_non_null(pool);
-        for (int rep = 0; rep < 20; rep++) {
-            probe p;
-            memset(&p, 0, sizeof(p));
-            size_t const count = rep % 2 ? t - 1 : 4 * t + 1;   /* as many as the workers, or more */
-            p.wait_for_job = 1;
-            p.expect_all_begun = count > t - 1;
-            lmc_pool_run_with(pool, job, &p, count, serial, &p);
-            assert_int_equal(p.serial_saw_job, 1);
-            /* each worker may hold one job it took but has not begun */
-            if (p.expect_all_begun) assert_true(p.begun_at_serial >= (int)(count - (t - 1)));
-            check_once(&p, count);
-        }
-        lmc_pool_free(pool);
-    }
 }
 
 /* Back-to-back batches (workers still polling) and batches after a pause
@@ -277,7 +222,6 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_index_once),
-        cmocka_unit_test(test_serial_overlaps_jobs),
         cmocka_unit_test(test_polling_and_sleeping_workers),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_batch_size),

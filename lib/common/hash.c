@@ -32,13 +32,6 @@ uint32_t lmc_h32_also(XXH3_state_t* also, const void* p, size_t n)
     return (uint32_t)XXH3_64bits_digest(&own);
 }
 
-void lmc_hash_span_run(void* span)
-{
-    lmc_hash_span* const h = (lmc_hash_span*)span;
-    if (h->n) lmc_hstate_update(h->st, h->p, h->n);
-    h->n = 0;
-}
-
 uint64_t lmc_hash64(const void* data, size_t size) { return lmc_h64(data, size); }
 
 struct lmc_hash_state_s { XXH3_state_t* st; };

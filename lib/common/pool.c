@@ -2,8 +2,7 @@
  * content), so a mutex-protected counter costs nothing measurable. What does
  * cost is waking a sleeping worker: on a VM that can take milliseconds, a
  * large share of a batch. So a worker that finishes a batch spins a little
- * while for the next one before it sleeps, and the caller can run serial
- * work (a checksum) while the workers code. */
+ * while for the next one before it sleeps. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -170,10 +169,9 @@ void lmc_pool_free(lmc_pool* p)
     free(p);
 }
 
-void lmc_pool_run_with(lmc_pool* p, lmc_job_fn fn, void* arg, size_t count, lmc_serial_fn serial, void* sarg)
+void lmc_pool_run(lmc_pool* p, lmc_job_fn fn, void* arg, size_t count)
 {
-    if (!p || p->nworkers == 0 || count == 0 || (count == 1 && !serial)) {
-        if (serial) serial(sarg);
+    if (!p || p->nworkers == 0 || count <= 1) {
         for (size_t i = 0; i < count; i++) fn(arg, i);
         return;
     }
@@ -182,31 +180,10 @@ void lmc_pool_run_with(lmc_pool* p, lmc_job_fn fn, void* arg, size_t count, lmc_
     p->count = count; p->next = 0; p->finished = 0;
     __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->wake);
-    /* Where to put the serial work: with no more jobs than workers, first
-     * (the workers take them all meanwhile). Otherwise after the caller finds
-     * no job left to take: it then fills the wait for the batch's last jobs,
-     * rather than delaying the caller's first job, which would make it the
-     * one that finishes last. */
-    int const first = serial && count <= p->nworkers;
-    if (first) {
-        pthread_mutex_unlock(&p->mu);
-        serial(sarg);
-        pthread_mutex_lock(&p->mu);
-    }
     drain(p);
-    if (serial && !first) {
-        pthread_mutex_unlock(&p->mu);
-        serial(sarg);
-        pthread_mutex_lock(&p->mu);
-    }
     while (p->finished < p->count) pthread_cond_wait(&p->done, &p->mu);
     p->count = 0; p->next = 0;
     pthread_mutex_unlock(&p->mu);
-}
-
-void lmc_pool_run(lmc_pool* p, lmc_job_fn fn, void* arg, size_t count)
-{
-    lmc_pool_run_with(p, fn, arg, count, NULL, NULL);
 }
 
 int lmc_pool_pipeline(lmc_pool* p, unsigned window, lmc_prep_fn prepare, lmc_slot_fn job, lmc_commit_fn commit, void* arg)

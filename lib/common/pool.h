@@ -12,7 +12,6 @@
 
 typedef struct lmc_pool_s lmc_pool;
 typedef void (*lmc_job_fn)(void* arg, size_t index);
-typedef void (*lmc_serial_fn)(void* arg);
 
 /* threads includes the calling thread: threads == 1 starts no worker. NULL on failure. */
 lmc_pool* lmc_pool_create(unsigned threads);
@@ -30,10 +29,6 @@ unsigned lmc_pool_self(const lmc_pool* pool);
 /* Blocks until every index has run. Indices are handed out in increasing order,
  * so early jobs finish first; the caller thread works too. pool may be NULL (serial). */
 void      lmc_pool_run(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count);
-/* The same, and the caller also runs serial(sarg) once, while workers code:
- * before taking jobs if the workers can take them all, else once no job is
- * left to take. serial must not touch what jobs write. */
-void      lmc_pool_run_with(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count, lmc_serial_fn serial, void* sarg);
 
 /* Ordered pipeline, without a barrier between batches. prepare(arg, i,
  * slot) runs on the caller thread for i = 0, 1, ... in order and returns 0

@@ -262,17 +262,23 @@ static size_t seek_push(lmc_dctx* d, const dec_job* j)
     return 0;
 }
 
+/* A decoded chunk joins the frame, in order: its content joins the frame's
+ * checksum (one thread: run_djob did that), its entry the seek table. */
+static size_t account_chunk(lmc_dctx* d, const dec_job* j)
+{
+    LMC_FORWARD(j->result);
+    if (lmc_pool_threads(d->pool) > 1) lmc_hstate_update(d->hstate, j->dst, j->content_size);
+    LMC_FORWARD(seek_push(d, j));
+    d->total_out += j->content_size;
+    return 0;
+}
+
 /* Streaming: runs the ready jobs; returns the first error in frame order, if any. */
 static size_t run_batch(lmc_dctx* d, unsigned k)
 {
-    int const serial = lmc_pool_threads(d->pool) == 1;   /* run_djob hashed the content */
     lmc_pool_run(d->pool, run_djob, d, k);
     for (unsigned i = 0; i < k; i++) LMC_FORWARD(d->jobs[i].result);
-    for (unsigned i = 0; i < k; i++) {
-        if (!serial) lmc_hstate_update(d->hstate, d->jobs[i].dst, d->jobs[i].content_size);
-        LMC_FORWARD(seek_push(d, &d->jobs[i]));
-        d->total_out += d->jobs[i].content_size;
-    }
+    for (unsigned i = 0; i < k; i++) LMC_FORWARD(account_chunk(d, &d->jobs[i]));
     return 0;
 }
 
@@ -319,12 +325,8 @@ static int od_commit(void* arg, size_t i, unsigned slot)
     lmc_dctx* const d = x->d;
     dec_job* const j = &d->jobs[slot];
     (void)i;
-    if (LMC_IS_ERR(j->result)) return od_fail(x, j->result);
-    if (lmc_pool_threads(d->pool) > 1) lmc_hstate_update(d->hstate, j->dst, j->content_size);   /* else run_djob did */
-    size_t const r = seek_push(d, j);
-    if (LMC_IS_ERR(r)) return od_fail(x, r);
-    d->total_out += j->content_size;
-    return 0;
+    size_t const r = account_chunk(d, j);
+    return LMC_IS_ERR(r) ? od_fail(x, r) : 0;
 }
 
 /* Checks the seek table + footer (whole, in memory) against what was decoded. */
@@ -438,11 +440,8 @@ static int sd_commit(void* arg, size_t i, unsigned slot)
     lmc_dctx* const d = x->d;
     dec_job* const j = &d->jobs[slot];
     (void)i;
-    if (LMC_IS_ERR(j->result)) { x->err = j->result; return -1; }
-    if (lmc_pool_threads(d->pool) > 1) lmc_hstate_update(d->hstate, j->dst, j->content_size);   /* else run_djob did */
-    size_t const r = seek_push(d, j);
+    size_t const r = account_chunk(d, j);
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
-    d->total_out += j->content_size;
     x->out->pos += j->content_size;
     x->promised -= j->content_size;
     x->nrun++;

@@ -1,9 +1,10 @@
 /* frame_enc.c - compression contexts: frame header, chunk planning, the
  * thread pool, streaming, seek table and footer (doc/format.md).
  *
- * Work is cut into chunks of 2^chunk_log bytes of content; batches of up to
- * 2 x `threads` chunks are coded at once, each by its own job slot, and
- * written in order, so the output does not depend on the thread count. */
+ * Work is cut into chunks of 2^chunk_log bytes of content, coded as an
+ * ordered pipeline over threads + 2 job slots (a slot holds a chunk's output
+ * until it is committed; coder workspaces are per thread) and written in
+ * order, so the output does not depend on the thread count. */
 #include <stdlib.h>
 #include <string.h>
 #include "lmc.h"
@@ -308,6 +309,18 @@ static void add_stats(lmc_frame_stats* a, const lmc_frame_stats* b)
     for (int d = 0; d < LMC_DTYPE_COUNT; d++) { a->dtype_in[d] += b->dtype_in[d]; a->dtype_out[d] += b->dtype_out[d]; }
 }
 
+/* A coded chunk joins the frame, in order: its content joins the frame's
+ * checksum (unless the job did that), its entry the seek table. */
+static size_t account_chunk(lmc_cctx* c, const enc_job* j)
+{
+    LMC_FORWARD(j->result);
+    if (!j->fused) lmc_hstate_update(c->hstate, j->content, j->size);
+    LMC_FORWARD(seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12)));
+    add_stats(&c->stats, &j->st);
+    c->stats.chunks++;
+    return 0;
+}
+
 static void write_header(const lmc_cctx* c, uint8_t* h, int size_known, uint64_t size)
 {
     memset(h, 0, LMC_HDR_SIZE);
@@ -400,11 +413,8 @@ static int os_commit(void* arg, size_t i, unsigned slot)
     lmc_cctx* const c = x->c;
     enc_job* const j = &c->jobs[slot];
     (void)i;
-    if (!j->fused) lmc_hstate_update(c->hstate, j->content, j->size);
-    size_t const r = seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12));
+    size_t const r = account_chunk(c, j);
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
-    add_stats(&c->stats, &j->st);
-    c->stats.chunks++;
     if (x->cap - x->op < j->result) { x->err = LMC_ERR(DST_TOO_SMALL); return -1; }
     memcpy(x->d + x->op, j->out, j->result);
     x->op += j->result;
@@ -524,12 +534,8 @@ static int se_commit(void* arg, size_t i, unsigned slot)
     lmc_cctx* const c = x->c;
     enc_job* const j = &c->jobs[slot];
     (void)i;
-    if (LMC_IS_ERR(j->result)) { x->err = j->result; return -1; }
-    if (!j->fused) lmc_hstate_update(c->hstate, j->content, j->size);
-    size_t r = seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12));
+    size_t r = account_chunk(c, j);
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
-    add_stats(&c->stats, &j->st);
-    c->stats.chunks++;
     lmc_outbuf* const o = x->out;
     if (!c->oq_len && o->size - o->pos >= j->result) {
         memcpy((uint8_t*)o->dst + o->pos, j->out, j->result);
