@@ -209,7 +209,7 @@ static void on_fatal_signal(int sig)
  * faults on the pages past its new end. */
 static void on_bus_error(int sig)
 {
-    static const char msg[] = "lmc: an input or reference file shrank while it was being read; output removed\n";
+    static const char msg[] = "lmc: an input or reference file shrank while it was being read (SIGBUS); stopped, unfinished output file removed\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
     on_fatal_signal(sig);
