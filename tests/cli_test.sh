@@ -405,5 +405,27 @@ else
     skip "format 1 frames" "tests/data/v1 or data/trajectory not found"
 fi
 
+# ---------------------------------------------------------------- format 2 frames
+# Frames written by lmc at e21beea (format 2: REFCTX value blocks of kind 5,
+# before the split tokens of kind 7) must still decode; same inputs as above.
+V2="$REPO/tests/data/v2"
+if [ -d "$V2" ] && [ -d "$TRJ" ]; then
+    for d in bf16:bf16 fp32:f32; do
+        src=${d%%:*}; dt=${d##*:}
+        head -c 262144 "$TRJ/step-000350/model_$src.safetensors" | tail -c 140000 > v2new
+        head -c 262144 "$TRJ/step-000300/model_$src.safetensors" | tail -c 140000 > v2ref
+        check "format 2 $dt delta frame decodes" eval '"$LMC" -q -d -f -r v2ref "$V2/${dt}_delta.lmc" -o v2out && same v2out v2new'
+        check "format 2 $dt delta frame is listed as version 2 with refctx blocks" \
+            eval '"$LMC" -lv "$V2/${dt}_delta.lmc" | grep -q "version 2" && "$LMC" -lv "$V2/${dt}_delta.lmc" | grep -q "^  refctx "'
+        check "format 2 $dt delta against the wrong reference fails" eval '! "$LMC" -q -d -f -r v2new "$V2/${dt}_delta.lmc" -o v2out 2>/dev/null'
+        "$LMC" -q -f --dtype $dt -r v2ref v2new -o v3.lmc
+        check "this lmc's $dt delta is no larger than the format 2 frame" test "$(wc -c < v3.lmc)" -le "$(wc -c < "$V2/${dt}_delta.lmc")"
+        check "this lmc's $dt delta round trip" eval '"$LMC" -q -d -f -r v2ref v3.lmc -o v2out && same v2out v2new'
+    done
+    rm -f v2new v2ref v2out v3.lmc
+else
+    skip "format 2 frames" "tests/data/v2 or data/trajectory not found"
+fi
+
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
