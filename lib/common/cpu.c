@@ -2,8 +2,14 @@
 #include <stdatomic.h>
 #include "mem.h"
 
+/* Tests clear bits here to run the code paths of older CPUs on this one. */
+static _Atomic unsigned g_allowed = ~0u;
+
+void lmc_cpu_restrict(unsigned allowed) { atomic_store_explicit(&g_allowed, allowed, memory_order_relaxed); }
+
 unsigned lmc_cpu_features(void)
 {
+    unsigned const allowed = atomic_load_explicit(&g_allowed, memory_order_relaxed);
 #if defined(__GNUC__) && defined(__x86_64__)
     /* threads may race to fill it: relaxed atomics make that defined (same value) */
     static _Atomic int cached = -1;
@@ -15,8 +21,9 @@ unsigned lmc_cpu_features(void)
           | (__builtin_cpu_supports("bmi") ? (int)LMC_CPU_BMI1 : 0);
         atomic_store_explicit(&cached, c, memory_order_relaxed);
     }
-    return (unsigned)c;
+    return (unsigned)c & allowed;
 #else
+    (void)allowed;
     return 0;
 #endif
 }

@@ -67,6 +67,8 @@ LMC_FORCE_INLINE void lmc_wr24(void* p, uint32_t v) {
 #define LMC_CPU_AVX2 2u
 #define LMC_CPU_BMI1 4u
 unsigned lmc_cpu_features(void);
+/* Only the features in `allowed` are reported from now on (tests: ~0u restores). */
+void lmc_cpu_restrict(unsigned allowed);
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(LMC_NO_BMI2)
 #  define LMC_HAS_BMI2_DISPATCH 1
