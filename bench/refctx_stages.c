@@ -71,7 +71,7 @@ int main(int argc, char** argv)
         }
         for (size_t k = 0; k < nblk; k++) {
             double const t0 = now();
-            size_t const r = lmc_refctx_decode(dws, enc[k][0], out, blk[k].m, blk[k].w, blk[k].ref, enc[k] + 4, esz[k] - 4);
+            size_t const r = lmc_refctx_decode(dws, out, blk[k].m, blk[k].w, blk[k].ref, enc[k] + 4, esz[k] - 4);
             d += now() - t0;
             if (r != 0 || memcmp(out, blk[k].cur, blk[k].m * blk[k].w)) { fprintf(stderr, "round trip failed\n"); return 1; }
         }

@@ -1,8 +1,7 @@
 /*
  * fuzz_refctx.c - libFuzzer target for one REFCTX value block:
  * lmc_refctx_decode on the bytes after a 3-byte prefix: byte 0 bit 0 picks the
- * width (2 or 4 bytes), bit 1 the kind (0: REFCTX_SPLIT, 1: REFCTX), bytes
- * 1-2 give m - 1 (m = 1..65536 values). The
+ * width (2 or 4 bytes), bytes 1-2 give m - 1 (m = 1..65536 values). The
  * reference values come from a fixed generator (weights-like exponents), so
  * the input is all block. The decoder must never read past the block or the
  * m reference values, nor write past dst + m*w.
@@ -34,7 +33,6 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     if (size < 3) return 0;
     unsigned const w = (data[0] & 1) ? 4 : 2;
-    unsigned const kind = (data[0] & 2) ? LMC_KIND_REFCTX : LMC_KIND_REFCTX_SPLIT;
     size_t const m = ((size_t)data[1] | (size_t)data[2] << 8) + 1;
     uint8_t* const ref = (uint8_t*)malloc(m * w);   /* exact sizes: ASan sees any overrun */
     uint8_t* const dst = (uint8_t*)malloc(m * w);
@@ -42,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     if (!ref || !dst || !blk) abort();
     lmc_fuzz_refctx_ref(ref, m, w);
     memcpy(blk, data + 3, size - 3);
-    (void)lmc_refctx_decode(&g_rc_ws, kind, dst, m, w, ref, blk, size - 3);
+    (void)lmc_refctx_decode(&g_rc_ws, dst, m, w, ref, blk, size - 3);
     free(ref); free(dst); free(blk);
     return 0;
 }

@@ -390,11 +390,11 @@ if [ -d "$V1" ] && [ -d "$TRJ" ]; then
         check "format 1 $dt full frame decodes" eval '"$LMC" -q -d -f "$V1/${dt}_full.lmc" -o v1out && same v1out v1new'
         check "format 1 $dt delta frame is listed as version 1" eval '"$LMC" -l "$V1/${dt}_delta.lmc" | grep -q "version 1"'
         check "format 1 $dt delta against the wrong reference fails" eval '! "$LMC" -q -d -f -r v1new "$V1/${dt}_delta.lmc" -o v1out 2>/dev/null'
-        # what this lmc writes is smaller (REFCTX)
+        # what this lmc writes is smaller (REFCTX) and says version 2
         "$LMC" -q -f --dtype $dt -r v1ref v1new -o v2.lmc
-        check "this lmc's $dt delta is smaller than the format 1 frame" test "$(wc -c < v2.lmc)" -lt "$(wc -c < "$V1/${dt}_delta.lmc")"
-        check "this lmc's $dt delta uses refctx blocks" eval '"$LMC" -lv v2.lmc | grep -q "^  refctx "'
-        check "this lmc's $dt delta round trip (v1 inputs)" eval '"$LMC" -q -d -f -r v1ref v2.lmc -o v1out && same v1out v1new'
+        check "format 2 $dt delta is smaller than the format 1 frame" test "$(wc -c < v2.lmc)" -lt "$(wc -c < "$V1/${dt}_delta.lmc")"
+        check "format 2 $dt delta uses refctx blocks" eval '"$LMC" -lv v2.lmc | grep -q "^  refctx "'
+        check "format 2 $dt delta round trip" eval '"$LMC" -q -d -f -r v1ref v2.lmc -o v1out && same v1out v1new'
         "$LMC" -q -f --no-refctx --dtype $dt -r v1ref v1new -o v2p.lmc
         check "--no-refctx $dt delta has no refctx blocks" eval '! "$LMC" -lv v2p.lmc | grep -q "^  refctx "'
         check "--no-refctx $dt delta is larger than the default" test "$(wc -c < v2p.lmc)" -gt "$(wc -c < v2.lmc)"
@@ -419,8 +419,7 @@ if [ -d "$V2" ] && [ -d "$TRJ" ]; then
             eval '"$LMC" -lv "$V2/${dt}_delta.lmc" | grep -q "version 2" && "$LMC" -lv "$V2/${dt}_delta.lmc" | grep -q "^  refctx "'
         check "format 2 $dt delta against the wrong reference fails" eval '! "$LMC" -q -d -f -r v2new "$V2/${dt}_delta.lmc" -o v2out 2>/dev/null'
         "$LMC" -q -f --dtype $dt -r v2ref v2new -o v3.lmc
-        check "this lmc's $dt delta is smaller than the format 2 frame (split tokens)" test "$(wc -c < v3.lmc)" -lt "$(wc -c < "$V2/${dt}_delta.lmc")"
-        check "this lmc's $dt delta is listed as version 3" eval '"$LMC" -l v3.lmc | grep -q "version 3"'
+        check "this lmc's $dt delta is no larger than the format 2 frame" test "$(wc -c < v3.lmc)" -le "$(wc -c < "$V2/${dt}_delta.lmc")"
         check "this lmc's $dt delta round trip" eval '"$LMC" -q -d -f -r v2ref v3.lmc -o v2out && same v2out v2new'
     done
     rm -f v2new v2ref v2out v3.lmc

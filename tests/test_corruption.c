@@ -209,7 +209,7 @@ static void label_frame(sample* S)
             for (size_t b = 0; refmodel && b < nv; b += 65536) {
                 size_t const m = nv - b < 65536 ? nv - b : 65536;
                 const uint8_t* const v = pl + pp;
-                if (v[0] == 5 || v[0] == 7) {   /* REFCTX, REFCTX_SPLIT */
+                if (v[0] == LMC_CODER_REFCTX) {
                     /* kind, u24 size, G, bounds, G tables, 4 states, raw size: table; then data */
                     size_t const size = 4 + ((size_t)v[1] | (size_t)v[2] << 8 | (size_t)v[3] << 16);
                     size_t t = 4;

@@ -60,7 +60,7 @@ static size_t roundtrip(rc_state* s, size_t m, unsigned w)
         size_t const est = lmc_refctx_prepare(s->enc, s->cur, s->ref, m, w);
         size_t const z = lmc_refctx_encode(s->enc, s->buf, BUFCAP);
         assert_true(z > 4);
-        assert_int_equal(s->buf[0], LMC_KIND_REFCTX_SPLIT);
+        assert_int_equal(s->buf[0], LMC_KIND_REFCTX);
         assert_int_equal(lmc_rd24(s->buf + 1), z - 4);
         /* the estimate guides the choice against GROUPED: it must be close */
         if (!(est + 64 + z / 50 >= z && z + 64 + z / 50 >= est)) print_message("m %zu w %u est %zu size %zu\n", m, w, est, z);
@@ -72,7 +72,7 @@ static size_t roundtrip(rc_state* s, size_t m, unsigned w)
     for (size_t mode = 0; mode < NMODES; mode++) {
         lmc_cpu_restrict(cpu_modes[mode]);
         memset(s->out, 0xEE, m * w);
-        size_t const r = lmc_refctx_decode(s->dec, s->buf[0], s->out, m, w, s->ref, s->buf + 4, sz - 4);
+        size_t const r = lmc_refctx_decode(s->dec, s->out, m, w, s->ref, s->buf + 4, sz - 4);
         assert_false(lmc_is_error(r));
         assert_memory_equal(s->out, s->cur, m * w);
     }
@@ -172,49 +172,33 @@ static size_t plus_one_block(uint8_t* b)
     return n;
 }
 
-/* Hand-built blocks: both kinds give token 1 the same meaning (+1). */
-static void test_handmade_kind(rc_state* s, unsigned KIND)
+static void test_handmade_mode(rc_state* s)
 {
     size_t const n = plus_one_block(s->buf);
     /* +1 on the magnitude: 1.0 -> next float up, -1.0 -> next float down, -0 -> smallest negative */
     uint16_t const refs[] = { 0x3F80, 0xBF80, 0x8000, 0x0000, 0xFFFE };
     uint16_t const want[] = { 0x3F81, 0xBF81, 0x8001, 0x0001, 0xFFFF };
     for (size_t i = 0; i < 5; i++) lmc_wr16(s->ref + 2 * i, refs[i]);
-    assert_int_equal(lmc_refctx_decode(s->dec, KIND, s->out, 5, 2, s->ref, s->buf, n), 0);
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 5, 2, s->ref, s->buf, n), 0);
     for (size_t i = 0; i < 5; i++) assert_int_equal(lmc_rd16(s->out + 2 * i), want[i]);
     /* a magnitude past the largest one is out of range */
     lmc_wr16(s->ref + 2 * 3, 0x7FFF);
-    assert_int_equal(lmc_refctx_decode(s->dec, KIND, s->out, 5, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 5, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
     lmc_wr16(s->ref + 2 * 3, 0xFFFF);
-    assert_int_equal(lmc_refctx_decode(s->dec, KIND, s->out, 5, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 5, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
     /* the same check where values go 8 at a time */
     for (size_t i = 0; i < 40; i++) lmc_wr16(s->ref + 2 * i, 0x3F80);
-    assert_int_equal(lmc_refctx_decode(s->dec, KIND, s->out, 40, 2, s->ref, s->buf, n), 0);
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 40, 2, s->ref, s->buf, n), 0);
     for (size_t i = 0; i < 40; i++) assert_int_equal(lmc_rd16(s->out + 2 * i), 0x3F81);
     for (size_t at = 0; at < 40; at += 13) {
         lmc_wr16(s->ref + 2 * at, 0x7FFF);
-        assert_int_equal(lmc_refctx_decode(s->dec, KIND, s->out, 40, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
+        assert_int_equal(lmc_refctx_decode(s->dec, s->out, 40, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
         lmc_wr16(s->ref + 2 * at, 0x3F80);
     }
     /* the same table read as a 32-bit block: +1 ulp of 1.0f */
     lmc_wr32(s->ref, 0x3F800000u);
-    assert_int_equal(lmc_refctx_decode(s->dec, KIND, s->out, 1, 4, s->ref, s->buf, n), 0);
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 1, 4, s->ref, s->buf, n), 0);
     assert_int_equal(lmc_rd32(s->out), 0x3F800001u);
-}
-
-/* A block of one group whose only token `tok` has frequency M, with the
- * raw-bit stream `raw` (nraw bytes). */
-static size_t one_token_block(uint8_t* b, unsigned tok, const uint8_t* raw, size_t nraw)
-{
-    size_t n = 0;
-    b[n++] = 1;                                     /* G */
-    lmc_wr16(b + n, (uint16_t)(tok + 1)); n += 2;   /* nsym */
-    if (tok) { b[n++] = 0; b[n++] = (uint8_t)(tok - 1); }   /* tokens 0..tok-1 absent */
-    b[n++] = 0x90; b[n++] = 0x00;                   /* token tok: 4096 */
-    for (int j = 0; j < 4; j++) { lmc_wr32(b + n, LMC_ANS_L); n += 4; }
-    lmc_wr32(b + n, (uint32_t)nraw); n += 4;
-    memcpy(b + n, raw, nraw);
-    return n + nraw;
 }
 
 static void test_handmade(void** state)
@@ -222,98 +206,25 @@ static void test_handmade(void** state)
     rc_state* const s = (rc_state*)*state;
     for (size_t mode = 0; mode < NMODES; mode++) {
         lmc_cpu_restrict(cpu_modes[mode]);
-        test_handmade_kind(s, LMC_KIND_REFCTX);
-        test_handmade_kind(s, LMC_KIND_REFCTX_SPLIT);
+        test_handmade_mode(s);
     }
     lmc_cpu_restrict(~0u);
 }
 
-/* The format's reading of a split token s with raw bits e (W-bit values):
- * the difference t, from k, b and neg of s = 4k - 5 + 2b + neg. */
-static int64_t split_t(unsigned s, uint64_t e, unsigned* nb)
-{
-    *nb = 0;
-    if (s < 3) return s == 0 ? 0 : s == 1 ? 1 : -1;
-    unsigned const k = (s + 5) / 4, b = ((s + 5) / 2) & 1, neg = (s + 5) & 1;
-    *nb = k - 2;
-    int64_t const lead = ((int64_t)1 << (k - 1)) + ((int64_t)b << (k - 2));
-    return neg ? -(lead + (int64_t)(((1ull << *nb) - 1) ^ e)) : lead + (int64_t)e;
-}
-
-/* c from reference r and difference t: |r| + t keeps r's sign when >= 0 and
- * flips it (magnitude -v - 1) when < 0. Returns 0 when out of range. */
-static int apply_t(uint64_t r, int64_t t, unsigned W, uint64_t* c)
-{
-    uint64_t const S = 1ull << (W - 1);
-    int64_t const v = (int64_t)(r & (S - 1)) + t;
-    uint64_t const mag = v >= 0 ? (uint64_t)v : (uint64_t)(-v - 1);
-    if (mag >= S) return 0;
-    *c = ((v >= 0 ? r : r ^ S) & S) | mag;
-    return 1;
-}
-
-/* Every split token of both widths, decoded from hand-built blocks against
- * references near zero, in the middle and at the largest magnitude, with
- * raw bits of all zeros, all ones and alternating: the values the format
- * defines, or CORRUPT where one leaves the range. 200 values, so that the
- * vector loops run too. */
-static void test_split_tokens(void** state)
+static void test_malformed(void** state)
 {
     rc_state* const s = (rc_state*)*state;
-    size_t const m = 200;
-    uint8_t* const raw = (uint8_t*)tu_xmalloc(4 * m + 8);
-    for (unsigned w = 2; w <= 4; w += 2) {
-        unsigned const W = 8 * w;
-        uint64_t const refs[] = { 3, (1ull << (W - 2)), (1ull << (W - 1)) - 1, (1ull << (W - 1)) | 5 };
-        for (size_t mode = 0; mode < NMODES; mode++) {
-            lmc_cpu_restrict(cpu_modes[mode]);
-            for (unsigned tok = 0; tok < lmc_refctx_alpha(LMC_KIND_REFCTX_SPLIT, w); tok++)
-                for (size_t ri = 0; ri < 4; ri++) {
-                    unsigned nb;
-                    (void)split_t(tok, 0, &nb);
-                    uint64_t const all = (1ull << nb) - 1;
-                    memset(raw, 0, 4 * m + 8);
-                    for (size_t i = 0; i < m; i++) {
-                        uint64_t const e = i % 3 == 0 ? 0 : i % 3 == 1 ? all : (0x5555555555555555ull & all);
-                        for (unsigned q = 0; q < nb; q++)
-                            if (e >> q & 1) raw[(i * nb + q) / 8] |= (uint8_t)(1u << ((i * nb + q) % 8));
-                    }
-                    size_t const n = one_token_block(s->buf, tok, raw, (m * nb + 7) / 8);
-                    int ok = 1;
-                    for (size_t i = 0; i < m; i++) {
-                        uint64_t const e = i % 3 == 0 ? 0 : i % 3 == 1 ? all : (0x5555555555555555ull & all);
-                        uint64_t c = 0;
-                        wr(s->ref + i * w, w, (uint32_t)refs[ri]);
-                        ok &= apply_t(refs[ri], split_t(tok, e, &nb), W, &c);
-                        wr(s->cur + i * w, w, (uint32_t)c);
-                    }
-                    size_t const r = lmc_refctx_decode(s->dec, LMC_KIND_REFCTX_SPLIT, s->out, m, w, s->ref, s->buf, n);
-                    if (!ok) { assert_int_equal(r, LMC_ERR(CORRUPT)); continue; }
-                    if (r != 0) print_message("w %u token %u ref %zu: %s\n", w, tok, ri, lmc_error_name(r));
-                    assert_int_equal(r, 0);
-                    assert_memory_equal(s->out, s->cur, m * w);
-                }
-        }
-    }
-    lmc_cpu_restrict(~0u);
-    free(raw);
-}
-
-static void test_malformed_kind(rc_state* s, unsigned KIND)
-{
     uint8_t* const b = s->buf;
     size_t const n = plus_one_block(b);
     for (size_t i = 0; i < 8; i++) lmc_wr16(s->ref + 2 * i, 0x3F80);
-#define DEC(len) lmc_refctx_decode(s->dec, KIND, s->out, 8, 2, s->ref, b, (len))
+#define DEC(len) lmc_refctx_decode(s->dec, s->out, 8, 2, s->ref, b, (len))
     assert_int_equal(DEC(n), 0);
     for (size_t t = 0; t < n; t++) assert_true(lmc_is_error(DEC(t)));        /* every truncation */
     b[n] = 0; b[n + 1] = 0;
     assert_int_equal(DEC(n + 2), LMC_ERR(CORRUPT));                          /* a word never read */
     b[0] = 0;  assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[0] = 1;         /* no group */
     b[0] = 17; assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[0] = 1;         /* too many groups */
-    /* nsym > alphabet (2W + 1, or 4W - 1 split tokens): not a 16-bit token */
-    b[1] = (uint8_t)(lmc_refctx_alpha(KIND, 2) + 1); assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[1] = 2;
-    b[1] = (uint8_t)lmc_refctx_alpha(KIND, 2); assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[1] = 2;   /* table runs short */
+    b[1] = 34; assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[1] = 2;         /* nsym > 2W+1: not a 16-bit token */
     b[6] = 0x01; assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); b[6] = 0x00;    /* frequencies do not sum to M */
     lmc_wr32(b + 7, LMC_ANS_L - 1); assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); lmc_wr32(b + 7, LMC_ANS_L);
     lmc_wr32(b + 7, LMC_ANS_L + 1); assert_int_equal(DEC(n), LMC_ERR(CORRUPT)); lmc_wr32(b + 7, LMC_ANS_L);
@@ -324,7 +235,7 @@ static void test_malformed_kind(rc_state* s, unsigned KIND)
     uint8_t g2[64];
     g2[0] = 2; g2[1] = 0;
     memcpy(g2 + 2, b + 1, n - 1);
-    assert_int_equal(lmc_refctx_decode(s->dec, KIND, s->out, 8, 2, s->ref, g2, n + 1), LMC_ERR(CORRUPT));
+    assert_int_equal(lmc_refctx_decode(s->dec, s->out, 8, 2, s->ref, g2, n + 1), LMC_ERR(CORRUPT));
 #undef DEC
     /* random bytes after a valid table never crash and never read outside */
     tu_rng r = { 77 };
@@ -334,19 +245,9 @@ static void test_malformed_kind(rc_state* s, unsigned KIND)
         for (size_t i = 7; i < len; i++) b[i] = (uint8_t)tu_next(&r);
         uint8_t* const tight = (uint8_t*)tu_xmalloc(len);
         memcpy(tight, b, len);
-        (void)lmc_refctx_decode(s->dec, KIND, s->out, 8, 2, s->ref, tight, len);
+        (void)lmc_refctx_decode(s->dec, s->out, 8, 2, s->ref, tight, len);
         free(tight);
     }
-}
-
-static void test_malformed(void** state)
-{
-    rc_state* const s = (rc_state*)*state;
-    test_malformed_kind(s, LMC_KIND_REFCTX);
-    test_malformed_kind(s, LMC_KIND_REFCTX_SPLIT);
-    /* neither REFCTX kind */
-    size_t const n = plus_one_block(s->buf);
-    assert_int_equal(lmc_refctx_decode(s->dec, LMC_KIND_GROUPED, s->out, 8, 2, s->ref, s->buf, n), LMC_ERR(CODER));
 }
 
 /* Frames: float deltas use REFCTX unless the coder mask or a forced layout says no. */
@@ -434,7 +335,6 @@ int main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_all_sign_pairs),
         cmocka_unit_test(test_handmade),
-        cmocka_unit_test(test_split_tokens),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_frame_choice),
     };

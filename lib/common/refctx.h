@@ -15,20 +15,15 @@
 
 #define LMC_LAYOUT_REFMODEL     2
 #define LMC_VBLOCK_MAX          65536u  /* values per value block */
-#define LMC_KIND_REFCTX         5       /* tokens: sign and bit length (format 2) */
+#define LMC_KIND_REFCTX         5
 #define LMC_KIND_GROUPED        6
-#define LMC_KIND_REFCTX_SPLIT   7       /* tokens also carry the top raw bit (format 3) */
 #define LMC_GROUPED_ROTATED     0x01    /* GROUPED mode bits */
 #define LMC_GROUPED_PLAIN       0x02
 #define LMC_REFCTX_MAX_GROUPS   16
 #define LMC_REFCTX_CONTEXTS     256
-#define LMC_REFCTX_ALPHA_MAX    127     /* 4W - 1 split tokens for W = 32 */
+#define LMC_REFCTX_ALPHA_MAX    65      /* 2W + 1 tokens for W = 32 */
 
-/* Tokens of a kind for w-byte values: 2W + 1 (REFCTX), 4W - 1 (REFCTX_SPLIT). */
-static inline unsigned lmc_refctx_alpha(unsigned kind, unsigned w)
-{
-    return kind == LMC_KIND_REFCTX_SPLIT ? 32 * w - 1 : 16 * w + 1;
-}
+static inline unsigned lmc_refctx_alpha(unsigned w) { return 16 * w + 1; }
 
 /* Context: bits W-9..W-2 of the reference value (the exponent of bf16 and f32). */
 static inline unsigned lmc_refctx_ctx(uint32_t r, unsigned bits) { return (r >> (bits - 9)) & 255u; }
@@ -49,26 +44,6 @@ static inline unsigned lmc_refctx_diff(uint64_t c, uint64_t r, unsigned bits, ui
     *mag = (uint64_t)((t ^ *sm) - *sm);
     *k = 64u - (unsigned)__builtin_clzll(*mag | 1) - (*mag == 0);
     return lmc_refctx_token(*k, (unsigned)(*sm & 1));
-}
-
-/* Why split: below the leading one of |t| the bits are not uniform. A
- * difference distribution that falls with size (Laplace-like, and more so in
- * Adam's moments) puts more values in the lower half of each octave than in
- * the upper, so the first bit under the leading one carries information; as
- * part of the token it is entropy coded in the token's context, at no cost
- * in the decoder (still one table lookup per value).
- *
- * The split token of a difference of bit length k, magnitude mag and sign
- * mask sm: 0 and 1 + neg for k < 2; for k >= 2, with b the bit of mag below
- * its leading one, 4k - 5 + 2b + neg, and k - 2 raw bits e: the bits of mag
- * below b, complemented when t < 0. */
-static inline unsigned lmc_refctx_split(unsigned k, uint64_t mag, int64_t sm, uint64_t* e, unsigned* n)
-{
-    unsigned const neg = (unsigned)(sm & 1);
-    if (k < 2) { *n = 0; *e = 0; return k ? 1 + neg : 0; }
-    *n = k - 2;
-    *e = (mag ^ (uint64_t)sm) & ((1ull << *n) - 1);
-    return 4 * k - 5 + 2 * ((unsigned)(mag >> (k - 2)) & 1) + neg;
 }
 
 #endif

@@ -36,7 +36,7 @@ static size_t read_vblock_head(const uint8_t* src, size_t avail, unsigned* kind,
 {
     LMC_RETURN_IF(avail < 1, TRUNCATED);
     *kind = src[0];
-    if (*kind == LMC_KIND_REFCTX || *kind == LMC_KIND_REFCTX_SPLIT) {
+    if (*kind == LMC_KIND_REFCTX) {
         LMC_RETURN_IF(avail < 4, TRUNCATED);
         *size = lmc_rd24(src + 1);
         LMC_RETURN_IF(*size > avail - 4, TRUNCATED);
@@ -61,8 +61,8 @@ static size_t decode_refmodel(lmc_chunk_dws* ws, uint8_t* dst, size_t n, unsigne
         size_t const h = read_vblock_head(src + pos, avail - pos, &kind, &mode, &size);
         LMC_FORWARD(h);
         pos += h;
-        if (kind != LMC_KIND_GROUPED) {
-            LMC_FORWARD(lmc_refctx_decode(&ws->rc, kind, dst + b * w, m, w, r + b * w, src + pos, size));
+        if (kind == LMC_KIND_REFCTX) {
+            LMC_FORWARD(lmc_refctx_decode(&ws->rc, dst + b * w, m, w, r + b * w, src + pos, size));
             pos += size;
             continue;
         }
@@ -143,7 +143,7 @@ size_t lmc_chunk_walk(const uint8_t* payload, size_t payload_size, size_t conten
             size_t const h = read_vblock_head(payload + pos, payload_size - pos, &kind, &mode, &size);
             LMC_FORWARD(h);
             pos += h;
-            if (kind != LMC_KIND_GROUPED) {
+            if (kind == LMC_KIND_REFCTX) {
                 st->blocks[LMC_CODER_REFCTX]++; st->block_in[LMC_CODER_REFCTX] += m * ph.w;
                 st->block_out[LMC_CODER_REFCTX] += h + size;
                 pos += size;

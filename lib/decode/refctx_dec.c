@@ -348,9 +348,7 @@ LMC_FORCE_INLINE size_t apply16_tail(const lmc_refctx_dws* ws, uint8_t* dst, siz
  * 256-bit ones on the first Zen cores, and no variable shifts, which are
  * slow there), 16 values a step. From the tokens (bytes): k = (token + 1) / 2,
  * n = max(k - 1, 0), and the prefix sums of n (at most 16 * 15 bits, a byte
- * each) place each value's bits. (This is written for REFCTX tokens; split
- * tokens, the only ones this copy decodes, are first mapped back to the
- * REFCTX token, with n one less and the top raw bit h put back at bit n.) Values 0-7 and 8-15 of a step each read one
+ * each) place each value's bits. Values 0-7 and 8-15 of a step each read one
  * 16-byte window: 8 values span at most 7 + 8 * 15 = 127 bits from the
  * window's first byte. A value at bit p of its window has its n bits at bits
  * s..s+n of the 24-bit word D at byte i = (p + 7) / 8 - 1, s = p - 8i
@@ -398,18 +396,15 @@ LMC_TARGET_AVX2 LMC_FORCE_INLINE void apply16_step(const lmc_refctx_dws* ws, siz
     __m128i const c01 = _mm_set1_epi16(0x0100), c11 = _mm_set1_epi16(0x0101);
     __m128i const lo15 = _mm_set1_epi16(0x7FFF), sbit = _mm_set1_epi16((short)0x8000);
     uint64_t const off = *offp;
-    __m128i const st = _mm_and_si128(_mm_loadu_si128((const __m128i*)(const void*)(ws->tok + j)), _mm_set1_epi8(0x7F));
-    /* the token byte of a 16-bit split token: its REFCTX token | h << 6 */
-    __m128i const tk = _mm_and_si128(st, _mm_set1_epi8(0x3F));
-    __m128i const hm = _mm_cmpgt_epi8(st, _mm_set1_epi8(0x3F));   /* -h */
+    __m128i const tk = _mm_and_si128(_mm_loadu_si128((const __m128i*)(const void*)(ws->tok + j)), _mm_set1_epi8(0x7F));
     __m128i const k = _mm_avg_epu8(tk, z);
-    __m128i const nb = _mm_subs_epu8(k, _mm_set1_epi8(2));
+    __m128i const nb = _mm_subs_epu8(k, b1);
     __m128i p = _mm_add_epi8(nb, _mm_slli_si128(nb, 1));
     p = _mm_add_epi8(p, _mm_slli_si128(p, 2));
     p = _mm_add_epi8(p, _mm_slli_si128(p, 4));
     p = _mm_add_epi8(p, _mm_slli_si128(p, 8));
     unsigned const s8 = (unsigned)_mm_extract_epi8(p, 7), s16 = (unsigned)_mm_extract_epi8(p, 15);
-    if (LMC_UNLIKELY(_mm_movemask_epi8(_mm_cmpgt_epi8(tk, _mm_set1_epi8(30))))) {   /* k = 16 */
+    if (LMC_UNLIKELY(_mm_movemask_epi8(_mm_cmpgt_epi8(tk, _mm_set1_epi8(30))))) {
         (void)apply16_tail(ws, dst - 2 * j, j, j + 16, ref - 2 * j, raw, raw_size, offp, badv);   /* cannot fail here */
         return;
     }
@@ -420,22 +415,16 @@ LMC_TARGET_AVX2 LMC_FORCE_INLINE void apply16_step(const lmc_refctx_dws* ws, siz
                                      (long long)(((off & 7) + 7) * 0x0101010101010101ull));
     __m128i const rel7 = _mm_add_epi8(_mm_sub_epi8(p, nb), c);
     __m128i const idx = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(rel7, 3), _mm_set1_epi8(0x1F)), b1);
-    __m128i const pb = _mm_shuffle_epi8(pw, _mm_add_epi8(_mm_and_si128(rel7, b7), b1));
+    __m128i const hb = _mm_shuffle_epi8(pw, _mm_add_epi8(_mm_and_si128(rel7, b7), b1));
     __m128i const ml = _mm_shuffle_epi8(mlo, nb), mh = _mm_shuffle_epi8(mhi, nb);
     __m128i const t16 = _mm_sub_epi8(tk, b16);   /* negative (bit 7 set, shuffles in 0) below 16 */
-    /* the split bit h adds h * 2^n to the base, here in its byte planes:
-     * 2^n is mask + 1, low byte ml + 1 (0 for n >= 8), high byte mh + 1 for
-     * n >= 8; no byte carries into the next (see the format's bases) */
-    __m128i const m1 = _mm_set1_epi8(-1);
-    __m128i const plo = _mm_sub_epi8(ml, m1);
-    __m128i const phi = _mm_and_si128(_mm_sub_epi8(mh, m1), _mm_cmpeq_epi8(plo, z));
-    __m128i const bl = _mm_add_epi8(_mm_xor_si128(_mm_shuffle_epi8(blo0, tk), _mm_shuffle_epi8(blo1, t16)), _mm_and_si128(plo, hm));
-    __m128i const bh = _mm_add_epi8(_mm_xor_si128(_mm_shuffle_epi8(bhi0, tk), _mm_shuffle_epi8(bhi1, t16)), _mm_and_si128(phi, hm));
+    __m128i const bl = _mm_xor_si128(_mm_shuffle_epi8(blo0, tk), _mm_shuffle_epi8(blo1, t16));
+    __m128i const bh = _mm_xor_si128(_mm_shuffle_epi8(bhi0, tk), _mm_shuffle_epi8(bhi1, t16));
     for (int h = 0; h < 2; h++) {
         __m128i const W = _mm_loadu_si128((const __m128i*)(const void*)(raw + ((h ? off1 : off) >> 3)));
         __m128i const ca = _mm_add_epi8(_mm_shuffle_epi8(idx, h ? dup1 : dup0), c01);
         __m128i const A = _mm_shuffle_epi8(W, ca), B = _mm_shuffle_epi8(W, _mm_add_epi8(ca, c11));
-        __m128i const N = h ? _mm_unpackhi_epi8(pb, z) : _mm_unpacklo_epi8(pb, z);
+        __m128i const N = h ? _mm_unpackhi_epi8(hb, z) : _mm_unpacklo_epi8(hb, z);
         __m128i const y = _mm_or_si128(_mm_mulhi_epu16(A, _mm_slli_epi16(N, 8)), _mm_mullo_epi16(B, N));
         __m128i const mask = h ? _mm_unpackhi_epi8(ml, mh) : _mm_unpacklo_epi8(ml, mh);
         __m128i const b = h ? _mm_unpackhi_epi8(bl, bh) : _mm_unpacklo_epi8(bl, bh);
@@ -522,7 +511,7 @@ LMC_TARGET_AVX2 LMC_FORCE_INLINE void apply32_step(const lmc_refctx_dws* ws, siz
     const uint8_t* const tok = ws->tok + j;
     uint64_t off = *offp;
     uint64_t const t8 = lmc_rd64(tok) & 0x7F7F7F7F7F7F7F7Full;
-    if (LMC_LIKELY(!((t8 + 0x0505050505050505ull) & 0x8080808080808080ull))) {   /* no split token >= 123 (k = 32) */
+    if (LMC_LIKELY(!((t8 + 0x4141414141414141ull) & 0x8080808080808080ull))) {   /* no token >= 63 */
         _Alignas(32) int32_t t[8];
         for (int q = 0; q < 8; q++) {
             unsigned const tk = tok[q], nb = ws->tbits[tk];
@@ -609,13 +598,13 @@ LMC_TARGET_BMI2 static size_t decode32_bmi2(lmc_refctx_dws* ws, uint8_t* dst, si
 
 /* A group's slot table: a block of 64 Ki values can carry 16 of them, so
  * they are filled four entries per store. */
-static void build_slots(uint32_t* T, const uint16_t* freq, unsigned alpha, const uint8_t* tbyte)
+static void build_slots(uint32_t* T, const uint16_t* freq, unsigned alpha)
 {
     uint32_t cum = 0;
     for (unsigned sym = 0; sym < alpha; sym++) {
         uint32_t const f = freq[sym];
         if (!f) continue;
-        uint32_t const e = f << 19 | tbyte[sym];
+        uint32_t const e = f << 19 | sym;
         uint32_t* const t = T + cum;
         uint32_t k = 0;
 #if defined(__SSE2__)
@@ -628,49 +617,18 @@ static void build_slots(uint32_t* T, const uint16_t* freq, unsigned alpha, const
     }
 }
 
-/* The token tables of a kind: the byte each token is stored as in the slot
- * tables (and pass 1's output), and base b and raw bit count n per byte.
- * Tokens are stored as themselves, except 16-bit split tokens: as their
- * REFCTX token (< 64) | h << 6, which pass 2's vector loop takes apart in
- * two instructions (the vector registers are all in use there). */
-static void token_tables(lmc_refctx_dws* ws, unsigned kind, unsigned alpha)
-{
-    int const split = kind == LMC_KIND_REFCTX_SPLIT;
-    for (unsigned b = 0; b < 256; b++) {
-        unsigned tok = b & 127;
-        if (split && alpha == lmc_refctx_alpha(LMC_KIND_REFCTX_SPLIT, 2)) {
-            /* byte -> split token: REFCTX token o = 2k - 1 + neg, h = b XOR neg */
-            unsigned const o = tok & 63, h = tok >> 6, k = (o + 1) >> 1, neg = o && !(o & 1);
-            tok = k < 2 ? (h ? 255 : o) : 4 * k - 5 + 2 * (h ^ neg) + neg;
-        }
-        int64_t base = 0;
-        unsigned n = 0;
-        if (tok < alpha) {   /* others are never decoded */
-            /* a split token s >= 3 is 4k - 5 + 2b + neg: REFCTX token 2k - 1 + neg
-             * whose raw bits have h = b XOR neg on top (the complement for t < 0) */
-            unsigned const q = tok + 5;
-            unsigned const otok = split && tok >= 3 ? 2 * (q >> 2) - 1 + (q & 1) : tok;
-            unsigned const h = split && tok >= 3 ? ((q >> 1) ^ q) & 1 : 0;
-            unsigned const k = (otok + 1) >> 1, neg = otok && !(otok & 1);
-            base = !k ? 0 : neg ? 1 - ((int64_t)1 << k) : ((int64_t)1 << (k - 1));
-            n = k ? k - 1 : 0;
-            if (split && k >= 2) { n--; base += (int64_t)h << n; }
-        }
-        ws->tbits[b] = (uint8_t)n;
-        ws->tmask[b] = (uint32_t)((1ull << n) - 1);
-        ws->tbase[b] = base;
-        if (tok < alpha && b < 128) ws->tbyte[tok] = (uint8_t)b;
-    }
-    ws->tkind = (uint8_t)kind;
-}
-
-size_t lmc_refctx_decode(lmc_refctx_dws* ws, unsigned kind, uint8_t* dst, size_t m, unsigned w,
+size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
                          const uint8_t* ref, const uint8_t* src, size_t size)
 {
-    LMC_RETURN_IF(kind != LMC_KIND_REFCTX && kind != LMC_KIND_REFCTX_SPLIT, CODER);
-    unsigned const alpha = lmc_refctx_alpha(kind, w);
+    unsigned const alpha = lmc_refctx_alpha(w);
     size_t pos = 0;
-    if (ws->tkind != kind || ws->talpha != alpha) { token_tables(ws, kind, alpha); ws->talpha = (uint8_t)alpha; }
+    for (unsigned b = 0; b < 256; b++) {
+        unsigned const tok = b & 127;
+        unsigned const k = (tok + 1) >> 1, neg = tok && !(tok & 1);
+        ws->tbits[b] = (uint8_t)(tok >= alpha ? 0 : k ? k - 1 : 0);   /* never decoded past alpha */
+        ws->tmask[b] = (uint32_t)((1ull << ws->tbits[b]) - 1);
+        ws->tbase[b] = tok >= alpha || !k ? 0 : neg ? 1 - ((int64_t)1 << k) : ((int64_t)1 << (k - 1));
+    }
     LMC_RETURN_IF(size < 1, TRUNCATED);
     unsigned const G = src[pos++];
     LMC_RETURN_IF(G == 0 || G > LMC_REFCTX_MAX_GROUPS, CORRUPT);
@@ -690,7 +648,7 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, unsigned kind, uint8_t* dst, size_t
         size_t const t = lmc_freq_read(ws->freq, alpha, src + pos, size - pos);
         LMC_FORWARD(t);
         pos += t;
-        build_slots(ws->slot + g * LMC_ANS_M, ws->freq, alpha, ws->tbyte);
+        build_slots(ws->slot + g * LMC_ANS_M, ws->freq, alpha);
     }
     LMC_RETURN_IF(size - pos < 4 * LMC_ANS_STATES + 4, TRUNCATED);
     uint32_t x[LMC_ANS_STATES];
@@ -705,9 +663,7 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, unsigned kind, uint8_t* dst, size_t
     const uint8_t* const wend = src + size;
     size_t r;
 #if LMC_REFCTX_AVX2
-    /* the AVX2 copy decodes split tokens; REFCTX blocks (format 2) take the
-     * table-driven path, which is correct for both */
-    if (kind == LMC_KIND_REFCTX_SPLIT && lmc_cpu_has_avx2())
+    if (lmc_cpu_has_avx2())
         r = w == 2 ? decode16_avx2(ws, dst, m, ref, x, &rb, &wp, wend) : decode32_avx2(ws, dst, m, ref, x, &rb, &wp, wend);
     else
 #endif

@@ -18,18 +18,15 @@ typedef struct {
     int64_t  tbase[256];                         /* token -> base b */
     uint8_t  tbits[256];                         /* token -> raw bit count n */
     uint32_t tmask[256];                         /* token -> 2^n - 1 */
-    uint8_t  tkind, talpha;                      /* the kind and alphabet the token tables are for (0: none) */
-    uint8_t  tbyte[128];                         /* token -> its byte in the slot tables */
     uint16_t freq[LMC_REFCTX_ALPHA_MAX];
     uint8_t  tok[LMC_VBLOCK_MAX];                /* pass 1 -> pass 2 */
     int32_t  tl[LMC_VBLOCK_MAX];                 /* 16-bit values without AVX2: each t, pass 2a -> 2b */
 } lmc_refctx_dws;
 
-/* Decodes the data src[0..size) of a value block of kind LMC_KIND_REFCTX or
- * LMC_KIND_REFCTX_SPLIT (after the kind byte and u24 size) of m values of w
- * bytes into dst, against their reference values `ref`. The workspace must
- * start zeroed. Returns 0 or an error. */
-size_t lmc_refctx_decode(lmc_refctx_dws* ws, unsigned kind, uint8_t* dst, size_t m, unsigned w,
+/* Decodes the REFCTX data src[0..size) (after the kind byte and u24 size)
+ * of m values of w bytes into dst, against their reference values `ref`.
+ * Returns 0 or an error. */
+size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
                          const uint8_t* ref, const uint8_t* src, size_t size);
 
 #endif

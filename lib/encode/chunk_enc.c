@@ -85,14 +85,11 @@ LMC_FORCE_INLINE uint64_t sample_values(uint32_t (*hx)[256], uint32_t (*hp)[256]
         uint64_t mag;
         int64_t sm;
         unsigned kb;
-        (void)lmc_refctx_diff(v, x, bits, &mag, &sm, &kb);
-        uint64_t e;
-        unsigned nb;
-        unsigned const stok = lmc_refctx_split(kb, mag, sm, &e, &nb);
+        unsigned const tok = lmc_refctx_diff(v, x, bits, &mag, &sm, &kb);
         unsigned const ctx = lmc_refctx_ctx(x, bits);
         if (!seen[ctx]) { seen[ctx] = 1; memset(tc + ctx * LMC_REFCTX_ALPHA_MAX, 0, LMC_REFCTX_ALPHA_MAX * sizeof(*tc)); }
-        tc[ctx * LMC_REFCTX_ALPHA_MAX + stok]++;
-        raw += nb;
+        tc[ctx * LMC_REFCTX_ALPHA_MAX + tok]++;
+        raw += kb ? kb - 1 : 0;
     }
     return raw;
 }
@@ -111,6 +108,7 @@ static vblock_estimates sample_estimates(lmc_chunk_ws* ws, const uint8_t* src, c
     uint8_t* const seen = ws->tseen;
     memset(seen, 0, LMC_REFCTX_CONTEXTS);
     size_t const nwin = m >= 8192 ? 4 : 1, span = nwin == 1 ? m : 512, step = m / nwin;
+    unsigned const bits = 8 * w;
     uint64_t raw = 0;
     for (size_t wi = 0; wi < nwin; wi++) {
         size_t const a = wi * step, b = wi * step + span;
@@ -134,13 +132,12 @@ static vblock_estimates sample_estimates(lmc_chunk_ws* ws, const uint8_t* src, c
     e.plain = (size_t)(fp / 8 * scale) + 2 + tp;
     float fr = 0;
     unsigned groups = 0;
-    unsigned const alpha = lmc_refctx_alpha(LMC_KIND_REFCTX_SPLIT, w);
     for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++) {
         if (!seen[c]) continue;
         const uint16_t* const row = tc + c * LMC_REFCTX_ALPHA_MAX;
         uint32_t nc = 0;
-        for (unsigned s = 0; s < alpha; s++) nc += row[s];
-        for (unsigned s = 0; s < alpha; s++)
+        for (unsigned s = 0; s < 2 * bits + 1; s++) nc += row[s];
+        for (unsigned s = 0; s < 2 * bits + 1; s++)
             if (row[s]) fr += (float)row[s] * lmc_fast_log2((float)nc / (float)row[s]);
         groups++;
     }

@@ -52,26 +52,23 @@ LMC_FORCE_INLINE void raw_put_wide(rawwriter* rw, uint64_t bits, unsigned nb)
 /* Bounds of the contexts met, for collecting the counts afterwards. */
 typedef struct { unsigned lo, hi; } ctxrange;
 
-/* One value: key (context and split token), count, raw bits. The raw bits
- * are e = t - base(token): the bits of |t| below its leading one, complemented
- * when t < 0, less the top one, which the split token carries. */
+/* One value: key (context and token), count, raw bits. The raw bits are
+ * e = t - base(token): the bits of |t| below its leading one, complemented
+ * when t < 0. */
 LMC_FORCE_INLINE void analyse_value(lmc_refctx_ws* ws, rawwriter* rw, ctxrange* cr, size_t i, uint64_t c, uint64_t r,
                                     unsigned bits)
 {
     uint64_t mag;
     int64_t sm;
     unsigned k;
-    uint64_t e;
-    unsigned n;
-    (void)lmc_refctx_diff(c, r, bits, &mag, &sm, &k);
-    unsigned const stok = lmc_refctx_split(k, mag, sm, &e, &n);
+    unsigned const tok = lmc_refctx_diff(c, r, bits, &mag, &sm, &k);
     unsigned const ctx = lmc_refctx_ctx((uint32_t)r, bits);
-    unsigned const key = ctx * LMC_REFCTX_ALPHA_MAX + stok;
+    unsigned const key = ctx * LMC_REFCTX_ALPHA_MAX + tok;
     ws->key[i] = (uint16_t)key;
-    ws->lcount[(i % LMC_REFCTX_LANES) * LMC_REFCTX_KEYS + key]++;
+    ws->lcount[(i & 3) * LMC_REFCTX_KEYS + key]++;
     cr->lo = LMC_MIN(cr->lo, ctx);
     cr->hi = LMC_MAX(cr->hi, ctx);
-    raw_put(rw, e, n);
+    raw_put(rw, mag ^ (uint64_t)sm, k - (k != 0));
 }
 
 /* Counts n keys (n a multiple of 4) of values starting at an index that
@@ -81,9 +78,9 @@ LMC_FORCE_INLINE void count_keys(uint16_t* lc, const uint16_t* key, int n)
 {
     for (int j = 0; j < n; j += 4) {
         lc[key[j]]++;
-        lc[(1 % LMC_REFCTX_LANES) * LMC_REFCTX_KEYS + key[j + 1]]++;
-        lc[(2 % LMC_REFCTX_LANES) * LMC_REFCTX_KEYS + key[j + 2]]++;
-        lc[(3 % LMC_REFCTX_LANES) * LMC_REFCTX_KEYS + key[j + 3]]++;
+        lc[LMC_REFCTX_KEYS + key[j + 1]]++;
+        lc[2 * LMC_REFCTX_KEYS + key[j + 2]]++;
+        lc[3 * LMC_REFCTX_KEYS + key[j + 3]]++;
     }
 }
 
@@ -121,23 +118,15 @@ static void analyse16_sse2(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, cons
             __m128i const t = _mm_sub_epi32(_mm_xor_si128(_mm_and_si128(c, lo15), cross), _mm_and_si128(r, lo15));
             __m128i const sm = _mm_srai_epi32(t, 31);
             __m128i const mag = _mm_sub_epi32(_mm_xor_si128(t, sm), sm);
-            /* bit length: float exponent - 126 for mag >= 1, 0 for mag = 0
-             * (float 0.0); mag < 2^17 converts exactly, so the float's top
-             * mantissa bit is b, the bit below the leading one */
-            __m128i const f = _mm_castps_si128(_mm_cvtepi32_ps(mag));
-            __m128i const nz = _mm_cmpgt_epi32(mag, zero);
-            __m128i const k = _mm_and_si128(_mm_sub_epi32(_mm_srli_epi32(f, 23), expo), nz);
-            /* split token: with g = f >> 22 = 2(k + 126) + b, 4k - 5 + 2b + neg
-             * = 2g - 509 + neg for k >= 2; 2g - 509 = -1 for k = 1 takes 2 more */
-            __m128i const g = _mm_srli_epi32(f, 22);
-            __m128i v = _mm_sub_epi32(_mm_add_epi32(g, g), _mm_set1_epi32(509));
-            v = _mm_add_epi32(v, _mm_and_si128(_mm_cmpgt_epi32(one, v), _mm_set1_epi32(2)));
-            __m128i const stok = _mm_and_si128(_mm_sub_epi32(v, sm), nz);
-            /* key: context (r >> 7) & 255, times 127, plus the split token */
+            /* bit length: float exponent - 126 for mag >= 1, 0 for mag = 0 (float 0.0) */
+            __m128i k = _mm_sub_epi32(_mm_srli_epi32(_mm_castps_si128(_mm_cvtepi32_ps(mag)), 23), expo);
+            k = _mm_and_si128(k, _mm_cmpgt_epi32(mag, zero));
+            __m128i const nz = _mm_cmpgt_epi32(k, zero);
+            __m128i const tok = _mm_and_si128(_mm_add_epi32(_mm_sub_epi32(_mm_add_epi32(k, k), one), _mm_and_si128(sm, one)), nz);
+            /* key: context (r >> 7) & 255, times 65, plus the token */
             __m128i const ctx = _mm_and_si128(_mm_srli_epi32(r, 7), ff);
-            keyv[h] = _mm_add_epi32(_mm_sub_epi32(_mm_slli_epi32(ctx, 7), ctx), stok);
-            __m128i const k2 = _mm_sub_epi32(k, _mm_set1_epi32(2));
-            nbv2[h] = _mm_and_si128(k2, _mm_cmpgt_epi32(k2, zero));   /* max(k - 2, 0) */
+            keyv[h] = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(ctx, 6), ctx), tok);
+            nbv2[h] = _mm_add_epi32(k, nz);   /* k - 1 where k > 0 (nz is -1 there) */
             _mm_storeu_si128((__m128i*)(void*)(low + 4 * h), _mm_xor_si128(mag, sm));
         }
         uint8_t nbv[16];
@@ -191,16 +180,9 @@ static void analyse32_sse2(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, cons
         __m128i const nz = _mm_xor_si128(_mm_cmpeq_epi32(mag, zero), _mm_set1_epi32(-1));
         k = _mm_and_si128(k, nz);
         __m128i const tok = _mm_and_si128(_mm_add_epi32(_mm_sub_epi32(_mm_add_epi32(k, k), one), _mm_and_si128(sm, one)), nz);
-        __m128i const ge2 = _mm_cmpgt_epi32(k, one);
-        __m128i const nb = _mm_add_epi32(_mm_add_epi32(k, nz), ge2);   /* max(k - 2, 0) */
+        __m128i const nb = _mm_add_epi32(k, nz);
         __m128i const ctx = _mm_and_si128(_mm_srli_epi32(r, 23), ff);
-        /* split token for k >= 2: 4k - 5 + 2b + neg, b = the bit of mag below
-         * its leading one (2^(k-1) = top) */
-        __m128i const b = _mm_andnot_si128(_mm_cmpeq_epi32(_mm_and_si128(mag, _mm_srli_epi32(top, 1)), zero), one);
-        __m128i const s2 = _mm_add_epi32(_mm_sub_epi32(_mm_slli_epi32(_mm_add_epi32(k, k), 1), _mm_set1_epi32(5)),
-                                         _mm_add_epi32(_mm_add_epi32(b, b), _mm_and_si128(sm, one)));
-        __m128i const stok = _mm_or_si128(_mm_and_si128(ge2, s2), _mm_andnot_si128(ge2, tok));
-        __m128i const key = _mm_add_epi32(_mm_sub_epi32(_mm_slli_epi32(ctx, 7), ctx), stok);
+        __m128i const key = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(ctx, 6), ctx), tok);
         vmin = _mm_min_epi16(vmin, ctx);   /* contexts < 2^15: 16-bit compares do */
         vmax = _mm_max_epi16(vmax, ctx);
         uint32_t low[4];
@@ -240,28 +222,21 @@ LMC_TARGET_AVX2 static inline void half16(__m256i c, __m256i r, __m256i* key, __
                                           __m256i* vmin, __m256i* vmax)
 {
     __m256i const lo15 = _mm256_set1_epi32(0x7FFF), zero = _mm256_setzero_si256(), ff = _mm256_set1_epi32(0xFF);
-    __m256i const one = _mm256_set1_epi32(1);
+    __m256i const expo = _mm256_set1_epi32(126), one = _mm256_set1_epi32(1);
     __m256i const cross = _mm256_srai_epi32(_mm256_slli_epi32(_mm256_xor_si256(c, r), 16), 31);
     __m256i const t = _mm256_sub_epi32(_mm256_xor_si256(_mm256_and_si256(c, lo15), cross), _mm256_and_si256(r, lo15));
     __m256i const sm = _mm256_srai_epi32(t, 31);
     __m256i const mag = _mm256_abs_epi32(t);
-    /* the bit length k of mag >= 1 is the float exponent - 126. mag < 2^17
-     * converts exactly: the float's top mantissa bit is b, the bit below the
-     * leading one, and g = f >> 22 = 2(k + 126) + b */
-    __m256i const f = _mm256_castps_si256(_mm256_cvtepi32_ps(mag));
-    __m256i const nz = _mm256_cmpgt_epi32(mag, zero);
-    /* split token 4k - 5 + 2b + neg = 2g - 509 + neg for k >= 2, 1 + neg for k = 1 */
-    __m256i const g = _mm256_srli_epi32(f, 22);
-    __m256i const v = _mm256_max_epi32(_mm256_sub_epi32(_mm256_add_epi32(g, g), _mm256_set1_epi32(509)), one);
-    __m256i const stok = _mm256_and_si256(_mm256_sub_epi32(v, sm), nz);
-    /* raw bits max(k - 2, 0), k = exponent - 126 */
-    __m256i const nb = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(f, 23), _mm256_set1_epi32(128)), zero);
-    __m256i const e = _mm256_xor_si256(mag, sm);
+    /* bit length: float exponent - 126 for mag >= 1; float 0.0 gives -126, clamped to 0 */
+    __m256i const k = _mm256_max_epi32(_mm256_sub_epi32(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(mag)), 23), expo), zero);
+    __m256i const nz = _mm256_cmpgt_epi32(k, zero);
+    __m256i const tok = _mm256_and_si256(_mm256_sub_epi32(_mm256_sub_epi32(_mm256_add_epi32(k, k), one), sm), nz);
+    __m256i const nb = _mm256_add_epi32(k, nz);   /* k - 1 where k > 0 (nz is -1 there) */
     __m256i const ctx = _mm256_and_si256(_mm256_srli_epi32(r, 7), ff);
     *vmin = _mm256_min_epu32(*vmin, ctx);
     *vmax = _mm256_max_epu32(*vmax, ctx);
-    *key = _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(ctx, 7), ctx), stok);
-    __m256i const low = _mm256_and_si256(e, _mm256_sub_epi32(_mm256_sllv_epi32(one, nb), one));
+    *key = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(ctx, 6), ctx), tok);
+    __m256i const low = _mm256_and_si256(_mm256_xor_si256(mag, sm), _mm256_sub_epi32(_mm256_sllv_epi32(one, nb), one));
     __m256i p, np;
     join_pairs(low, nb, &p, &np);
     /* pairs 2j and 2j+1 of each 128-bit half: 4 values in the low 64 bits */
@@ -334,23 +309,17 @@ LMC_TARGET_AVX2 static void analyse32_avx2(lmc_refctx_ws* ws, rawwriter* rwp, ct
         __m256i const e = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(y)), 23), ff);
         /* mag = 0: -126, clamped to 0 */
         __m256i const k = _mm256_max_epi32(_mm256_sub_epi32(e, expo), _mm256_and_si256(_mm256_srai_epi32(mag, 31), k32));
-        __m256i const nz = _mm256_cmpgt_epi32(k, zero), ge2 = _mm256_cmpgt_epi32(k, one);
+        __m256i const nz = _mm256_cmpgt_epi32(k, zero);
         __m256i const tok = _mm256_and_si256(_mm256_sub_epi32(_mm256_sub_epi32(_mm256_add_epi32(k, k), one), sm), nz);
-        __m256i const nb = _mm256_add_epi32(_mm256_add_epi32(k, nz), ge2);   /* max(k - 2, 0) */
-        __m256i const ev = _mm256_xor_si256(mag, sm);
-        /* split token for k >= 2: 4k - 5 + 2b + neg, b = bit k - 2 of mag */
-        __m256i const b = _mm256_and_si256(_mm256_srlv_epi32(mag, nb), one);
-        __m256i const s2 = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(_mm256_add_epi32(k, b), 1),
-                                                             _mm256_sub_epi32(_mm256_add_epi32(k, k), _mm256_set1_epi32(5))), sm);
-        __m256i const stok = _mm256_blendv_epi8(tok, s2, ge2);
+        __m256i const nb = _mm256_add_epi32(k, nz);
         __m256i const ctx = _mm256_and_si256(_mm256_srli_epi32(r, 23), ff);
         vmin = _mm256_min_epu32(vmin, ctx);
         vmax = _mm256_max_epu32(vmax, ctx);
-        __m256i const key = _mm256_add_epi32(_mm256_sub_epi32(_mm256_slli_epi32(ctx, 7), ctx), stok);
+        __m256i const key = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(ctx, 6), ctx), tok);
         uint64_t p[4], np[4];
         _mm_storeu_si128((__m128i*)(void*)(ws->key + i),
                          _mm_packus_epi32(_mm256_castsi256_si128(key), _mm256_extracti128_si256(key, 1)));
-        __m256i const low = _mm256_and_si256(ev, _mm256_sub_epi32(_mm256_sllv_epi32(one, nb), one));
+        __m256i const low = _mm256_and_si256(_mm256_xor_si256(mag, sm), _mm256_sub_epi32(_mm256_sllv_epi32(one, nb), one));
         __m256i pv, npv;
         join_pairs(low, nb, &pv, &npv);
         _mm256_storeu_si256((__m256i*)(void*)p, pv);
@@ -371,28 +340,24 @@ LMC_TARGET_AVX2 static void analyse32_avx2(lmc_refctx_ws* ws, rawwriter* rwp, ct
 
 /* The counts of the contexts in cr, summed over the lane tables into
  * count[] (whole rows of alpha), which leaves the lane tables zero; the
- * contexts with a count are the present ones. Then the alphabet shrinks to
- * the tokens present: the steps after it loop over alpha, and a block rarely
- * holds the longest differences. */
+ * contexts with a count are the present ones. */
 static void collect_counts(lmc_refctx_ws* ws, ctxrange cr)
 {
     unsigned const alpha = ws->alpha;
-    unsigned np = 0, used = 1;
+    unsigned np = 0;
     for (unsigned c = cr.lo; c <= cr.hi; c++) {
         uint16_t* const l = ws->lcount + c * LMC_REFCTX_ALPHA_MAX;
         uint32_t* const row = ws->count[c];
         uint32_t any = 0;
         for (unsigned s = 0; s < alpha; s++) {
-            uint32_t v = 0;
-            for (unsigned q = 0; q < LMC_REFCTX_LANES; q++) { v += l[s + q * LMC_REFCTX_KEYS]; l[s + q * LMC_REFCTX_KEYS] = 0; }
+            uint32_t const v = (uint32_t)l[s] + l[s + LMC_REFCTX_KEYS] + l[s + 2 * LMC_REFCTX_KEYS] + l[s + 3 * LMC_REFCTX_KEYS];
             row[s] = v;
             any |= v;
-            if (v && s >= used) used = s + 1;
+            l[s] = 0; l[s + LMC_REFCTX_KEYS] = 0; l[s + 2 * LMC_REFCTX_KEYS] = 0; l[s + 3 * LMC_REFCTX_KEYS] = 0;
         }
         if (any) ws->present[np++] = (uint8_t)c;
     }
     ws->npresent = np;
-    ws->alpha = used;
 }
 
 /* Bits to code a group's tokens with its own order-0 table, plus the table
@@ -468,7 +433,7 @@ static void build_groups(lmc_refctx_ws* ws)
 
 size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* ref, size_t m, unsigned w)
 {
-    ws->m = m; ws->w = w; ws->alpha = lmc_refctx_alpha(LMC_KIND_REFCTX_SPLIT, w);
+    ws->m = m; ws->w = w; ws->alpha = lmc_refctx_alpha(w);
     rawwriter rw = { 0, 0, ws->raw };
     ctxrange cr = { 255, 0 };
     size_t i = 0;
@@ -655,7 +620,7 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
     if (total > cap) return 0;
 
     uint8_t* o = dst;
-    *o++ = LMC_KIND_REFCTX_SPLIT;
+    *o++ = LMC_KIND_REFCTX;
     lmc_wr24(o, (uint32_t)(total - 4)); o += 3;
     *o++ = (uint8_t)G;
     for (unsigned g = 1; g < G; g++) *o++ = ws->bound[g];

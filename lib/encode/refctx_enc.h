@@ -8,21 +8,20 @@
 #include "refctx.h"
 #include "freq_enc.h"
 
-#define LMC_REFCTX_KEYS  (LMC_REFCTX_CONTEXTS * LMC_REFCTX_ALPHA_MAX)   /* context * 127 + token */
-#define LMC_REFCTX_LANES 2
+#define LMC_REFCTX_KEYS  (LMC_REFCTX_CONTEXTS * LMC_REFCTX_ALPHA_MAX)   /* context * 65 + token */
+#define LMC_REFCTX_LANES 4
 
-/* Per-thread scratch (about 1.5 MiB, of which a block touches the rows of
- * its contexts), reused for every block. */
+/* Per-thread scratch (about 1 MiB, of which a block touches the rows of its
+ * contexts), reused for every block. */
 typedef struct {
-    /* token counts per key, one table per value index mod 2: a run of equal
-     * keys then increments two counters in turn, not one through the
-     * store-to-load chain (measured with split tokens: 2 tables beat 1 and 4;
-     * 4 made the rows of a block's contexts outgrow L1). 16 bits suffice (a
-     * table sees at most 2^15 values); kept zero between blocks. */
+    /* token counts per key, one table per value index mod 4: a run of equal
+     * keys then increments four counters in turn, not one through the
+     * store-to-load chain. 16 bits suffice (a table sees at most 2^14
+     * values); kept zero between blocks. */
     uint16_t lcount[LMC_REFCTX_LANES * LMC_REFCTX_KEYS];
     uint32_t count[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];   /* rows of present contexts */
     uint8_t  raw[4 * LMC_VBLOCK_MAX + 16];      /* the raw-bit stream, written by the analysis pass */
-    uint16_t key[LMC_VBLOCK_MAX];               /* context * 127 + split token of each value */
+    uint16_t key[LMC_VBLOCK_MAX];               /* context * 65 + token of each value */
     uint8_t  present[LMC_REFCTX_CONTEXTS];
     unsigned npresent;
     /* the model of the prepared block */
