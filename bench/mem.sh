@@ -6,8 +6,8 @@
 # not a safetensors file, so the default run exercises generic mode; a second
 # variant forces --format=raw --dtype=bf16. For each variant:
 #   compress, decompress, compress with -r, decompress with -r
-# each under /usr/bin/time -v with -T2; then raw-bf16 with -r again at -T1
-# and -T8 (more threads than this box has cores: every thread still gets
+# each under /usr/bin/time -v with -T2; then raw-bf16 with -r again at -T1,
+# -T8 and -T16 (more threads than this box has cores: every thread still gets
 # its workspace). Every restore is compared with cmp.
 # Writes bench/mem_results.md. Needs ~34 GiB free disk in the scratch folder.
 # Environment: BENCH_TRAJ (default bench/data/traj-3m), BENCH_MEM_DIR
@@ -88,7 +88,7 @@ for variant in generic raw-bf16; do
     measure "$variant" "decompress -r" "$OUT" "$LMC" -q -d -T$THREADS -f -r "$REF" "$Z" -o "$OUT"
     check "$OUT"; rm -f "$Z"
 done
-for THREADS in 1 8; do
+for THREADS in 1 8 16; do
     Z="$DIR/input.lmc"; OUT="$DIR/restored.bin"
     measure raw-bf16 "compress -r" "$Z" "$LMC" -q -T$THREADS -f --format=raw --dtype=bf16 -r "$REF" "$IN" -o "$Z"
     measure raw-bf16 "decompress -r" "$OUT" "$LMC" -q -d -T$THREADS -f -r "$REF" "$Z" -o "$OUT"

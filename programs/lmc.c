@@ -544,13 +544,18 @@ static size_t g_in_size = IN_BUF_SIZE, g_out_size = OUT_BUF_SIZE;
 /* Reads a whole batch of chunks per call when compressing from a pipe, so
  * the library codes straight from this buffer. The output buffer takes
  * several chunks: the library codes them straight into it, as one run with
- * no barrier between batches, until it is full. */
+ * no barrier between batches, until it is full. A decoder's run is bounded
+ * by this buffer, so it holds a chunk per thread (1 MiB chunks), 8 to 16
+ * MiB: with fewer, threads past the eighth would wait out every run. */
 #define OUT_BUF_RUN ((size_t)8 << 20)
+#define OUT_BUF_RUN_MAX ((size_t)16 << 20)
 static int setup_buffers(void)
 {
     if (!g_inbuf) {
         if (g_cctx && lmc_cstream_in_size(g_cctx) > g_in_size) g_in_size = lmc_cstream_in_size(g_cctx);
         g_out_size = OUT_BUF_RUN;
+        if ((size_t)g_opt.threads << 20 > g_out_size)
+            g_out_size = (size_t)g_opt.threads << 20 < OUT_BUF_RUN_MAX ? (size_t)g_opt.threads << 20 : OUT_BUF_RUN_MAX;
         if (g_cctx && g_out_size < lmc_compress_bound(g_in_size)) g_out_size = lmc_compress_bound(g_in_size);
         g_inbuf = (unsigned char*)malloc(g_in_size);
         g_outbuf = (unsigned char*)malloc(g_out_size);

@@ -553,11 +553,13 @@ static int se_commit(void* arg, size_t i, unsigned slot)
 }
 
 /* Codes the whole chunks of the pending input, up to LMC_STREAM_RUN_JOBS
- * slots' worth per call and at most LMC_STREAM_RUN_MAX bytes (half that
- * above 4 threads; more if chunks are larger): a caller that maps a huge file and offers it whole gets
- * control back (to write, and to drop pages it no longer needs) after a
- * bounded amount of input. Longer runs would cost fewer waits for a run's
- * last chunk; this keeps the input it pins within the memory budget.
+ * slots' worth per call and at most LMC_STREAM_RUN_MAX bytes (above 4
+ * threads a chunk per thread, from half that up to all of it; more if
+ * chunks are larger): a caller that maps a huge file and offers it whole
+ * gets control back (to write, and to drop pages it no longer needs) after
+ * a bounded amount of input. Longer runs would cost fewer waits for a run's
+ * last chunk; this keeps the input it pins within the memory budget, and a
+ * run of fewer chunks than threads would leave threads idle.
  * *ran: 0 no chunk ran, 1 some ran, 2 the run stopped at that bound. */
 #define LMC_STREAM_RUN_JOBS 4
 #define LMC_STREAM_RUN_MAX ((uint64_t)16 << 20)
@@ -584,8 +586,13 @@ static size_t stream_chunks(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end
     x.staged_end = c->in_off + c->in_len;
     x.avail_end = x.staged_end + avail;
     x.pos = c->in_off;
-    /* above 4 threads the per-thread workspaces take the room: half the run */
-    uint64_t const run_max = c->njobs > 6 ? LMC_STREAM_RUN_MAX / 2 : LMC_STREAM_RUN_MAX;
+    /* above 4 threads the per-thread workspaces take the room: a chunk per
+     * thread, between half the run and all of it */
+    uint64_t run_max = LMC_STREAM_RUN_MAX;
+    if (c->njobs > 6) {
+        run_max = (uint64_t)(c->njobs - 2) * chunk_max(c);
+        run_max = LMC_MIN(LMC_MAX(run_max, LMC_STREAM_RUN_MAX / 2), LMC_STREAM_RUN_MAX);
+    }
     uint64_t run = (uint64_t)LMC_STREAM_RUN_JOBS * c->njobs * chunk_max(c);
     if (run > run_max) run = LMC_MAX(run_max, 2 * (uint64_t)chunk_max(c));
     x.stop_at = c->in_off + run;
