@@ -74,6 +74,19 @@ static const void* g_ref = NULL;
 static size_t g_ref_size = 0;
 static int g_ref_mapped = 0;
 static uint64_t g_ref_hash = 0;
+/* The reference's hash, while a thread computes it (decompression: see
+ * load_ref). Owned by that thread until ref_hash_wait() joins it. */
+static struct {
+    pthread_t tid;
+    int running;          /* started and not joined */
+    int fd;               /* the reference, read by the thread, closed by it */
+    int err;              /* 0, an errno, or -1: the file shrank */
+    uint64_t hash;
+} g_rh = { .fd = -1 };
+/* Decompression of the current file trusts the frame's reference hash
+ * (g_defer_expect) until the thread's hash is compared with it. */
+static int g_defer_active = 0;
+static uint64_t g_defer_expect = 0;
 #define REF_WINDOW ((size_t)4 << 20)
 static const unsigned char g_empty[1];
 
@@ -420,6 +433,53 @@ static void progress_clear(progress_t* p)
 /*-************************************************************
  * Reference and contexts
  **************************************************************/
+/* The reference's hash, from g_rh.fd, which it closes. */
+static void* ref_hash_main(void* arg)
+{
+    lmc_hash_state* h = lmc_hash_create();
+    size_t const bs = (size_t)1 << 20;
+    unsigned char* b = (unsigned char*)malloc(bs);
+    uint64_t off = 0;
+    (void)arg;
+    if (!h || !b) g_rh.err = ENOMEM;
+    while (!g_rh.err && off < g_ref_size) {
+        size_t const want = g_ref_size - off < bs ? (size_t)(g_ref_size - off) : bs;
+        ssize_t const r = pread(g_rh.fd, b, want, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) { g_rh.err = r < 0 ? errno : -1; break; }
+        lmc_hash_update(h, b, (size_t)r);
+        off += (uint64_t)r;
+    }
+    if (!g_rh.err) g_rh.hash = lmc_hash_digest(h);
+    lmc_hash_free(h);
+    free(b);
+    close(g_rh.fd);
+    g_rh.fd = -1;
+    return NULL;
+}
+
+/* After ref_hash_main: g_ref_hash, or -1 after a message. */
+static int ref_hash_result(void)
+{
+    if (g_rh.err == ENOMEM) { errmsg("out of memory"); return -1; }
+    if (g_rh.err) {
+        errmsg("%s: cannot read reference: %s", g_opt.ref_name, g_rh.err > 0 ? strerror(g_rh.err) : "file shrank");
+        return -1;
+    }
+    g_ref_hash = g_rh.hash;
+    return 0;
+}
+
+/* Waits for the reference's hash if a thread computes it. 0 (g_ref_hash
+ * set), or -1 after a message. */
+static int ref_hash_wait(void)
+{
+    if (!g_rh.running) return 0;
+    pthread_join(g_rh.tid, NULL);
+    g_rh.running = 0;
+    return ref_hash_result();
+}
+
 static int load_ref(void)
 {
     struct stat st;
@@ -456,34 +516,22 @@ static int load_ref(void)
         g_ref_size = (size_t)st.st_size;
         g_ref_mapped = 1;
     }
-    /* Hash the reference here, through a small buffer rather than the
-     * mapping: read() copies from the page cache faster than the mapping
-     * faults pages in (a fault per 64 KiB), and the mapping stays untouched
-     * until the coder needs it. The contexts then take the hash as given. */
-    {
-        lmc_hash_state* h = lmc_hash_create();
-        size_t const bs = (size_t)1 << 20;
-        unsigned char* b = (unsigned char*)malloc(bs);
-        uint64_t off = 0;
-        if (!h || !b) { errmsg("out of memory"); lmc_hash_free(h); free(b); close(fd); return -1; }
-        while (off < g_ref_size) {
-            size_t const want = g_ref_size - off < bs ? (size_t)(g_ref_size - off) : bs;
-            ssize_t const r = pread(fd, b, want, (off_t)off);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) {
-                errmsg("%s: cannot read reference: %s", g_opt.ref_name, r < 0 ? strerror(errno) : "file shrank");
-                lmc_hash_free(h); free(b); close(fd);
-                return -1;
-            }
-            lmc_hash_update(h, b, (size_t)r);
-            off += (uint64_t)r;
-        }
-        g_ref_hash = lmc_hash_digest(h);
-        lmc_hash_free(h);
-        free(b);
+    /* Hash the reference through a small buffer rather than the mapping:
+     * read() copies from the page cache faster than the mapping faults pages
+     * in (a fault per 64 KiB), and the mapping stays untouched until the
+     * coder needs it. The contexts then take the hash as given.
+     * Decompression does not need it first: a frame carries the hash of its
+     * reference, so the CLI decodes taking the frame's hash on trust while a
+     * thread hashes, and compares before it keeps any output (process_file);
+     * a reference of a different size is still refused at once. Compression
+     * writes the hash in its first bytes, so it waits. */
+    g_rh.err = 0;
+    g_rh.fd = fd;
+    if (g_opt.mode == MODE_DECOMPRESS || g_opt.mode == MODE_TEST) {
+        if (pthread_create(&g_rh.tid, NULL, ref_hash_main, NULL) == 0) { g_rh.running = 1; return 0; }
     }
-    close(fd);
-    return 0;
+    (void)ref_hash_main(NULL);
+    return ref_hash_result();
 }
 
 /* Drops the reference's pages from this process's memory every REF_WINDOW
@@ -500,6 +548,7 @@ static void ref_release(uint64_t progress)
 
 static void unload_ref(void)
 {
+    if (g_rh.running) { pthread_join(g_rh.tid, NULL); g_rh.running = 0; }
     if (g_ref_mapped) munmap((void*)g_ref, g_ref_size);
     g_ref = NULL;
     g_ref_size = 0;
@@ -518,6 +567,7 @@ static int setup_cctx(void)
     if (!lmc_is_error(r) && g_opt.no_refctx) r = lmc_cctx_set_param(g_cctx, LMC_P_CODERS, 0xFF & ~(1 << LMC_CODER_REFCTX));
     if (lmc_is_error(r)) { errmsg("cannot set compression parameters: %s", lmc_error_name(r)); return -1; }
     if (g_ref) {
+        if (ref_hash_wait() != 0) return -1;
         r = lmc_cctx_set_ref_hashed(g_cctx, g_ref, g_ref_size, g_ref_hash);
         if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); return -1; }
     }
@@ -532,11 +582,26 @@ static int setup_dctx(void)
     if (!g_dctx) { errmsg("cannot create decompression context: out of memory"); return -1; }
     r = lmc_dctx_set_param(g_dctx, LMC_D_THREADS, g_opt.threads);
     if (lmc_is_error(r)) { errmsg("cannot set decompression parameters: %s", lmc_error_name(r)); return -1; }
-    if (g_ref) {
+    if (g_ref && !g_rh.running) {   /* else process_file gives it, frame by frame */
         r = lmc_dctx_set_ref_hashed(g_dctx, g_ref, g_ref_size, g_ref_hash);
         if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); return -1; }
     }
     return 0;
+}
+
+/* With the frame's reference hash trusted: 1 if the reference's own hash
+ * differs from it (after a message naming the file), 0 if it matches or
+ * nothing was trusted, -1 if the reference could not be read (after a
+ * message). */
+static int ref_deferred_check(const char* name)
+{
+    if (!g_defer_active) return 0;
+    g_defer_active = 0;
+    if (ref_hash_wait() != 0) return -1;
+    if (g_ref_hash == g_defer_expect) return 0;
+    errmsg("%s: wrong reference: %s is not the checkpoint this delta was made against (its hash differs)",
+           name, g_opt.ref_name ? g_opt.ref_name : "?");
+    return 1;
 }
 
 static size_t g_in_size = IN_BUF_SIZE, g_out_size = OUT_BUF_SIZE;
@@ -569,6 +634,9 @@ static int setup_buffers(void)
 /* Prints a library error about `name` with a hint for reference errors. */
 static void lib_error(const char* name, size_t code)
 {
+    /* decoding against a reference not yet checked: a wrong one shows up as
+     * a checksum error; say what it really is */
+    if (g_defer_active && ref_deferred_check(name) != 0) return;
     lmc_error e = lmc_get_error(code);
     const char* msg = lmc_error_name(code);
     int says_ref = strstr(msg, "reference") != NULL;
@@ -839,6 +907,36 @@ static int run_decompress(job_t* j)
     }
 }
 
+/* Decompression with the reference's hash still being computed: from a
+ * mapped frame into output nobody sees before the end (a temporary file,
+ * or none with -t), the context takes the frame's own reference hash, and
+ * the real one is compared at the end (ref_deferred_check). Otherwise it
+ * waits for the hash. 0, or -1 after a message. */
+static int give_dctx_ref(const job_t* j, int private_output)
+{
+    lmc_frame_header fh;
+    uint64_t h;
+    size_t r;
+    g_defer_active = 0;
+    if (!g_ref) return 0;
+    if (g_rh.running && private_output && j->map && j->map_size >= LMC_FRAME_HEADER_SIZE
+        && !lmc_is_error(lmc_get_frame_header(&fh, j->map, j->map_size)) && fh.has_ref) {
+        h = fh.ref_hash;
+        g_defer_active = 1;
+        g_defer_expect = h;
+    } else {
+        if (ref_hash_wait() != 0) return -1;
+        h = g_ref_hash;
+    }
+    r = lmc_dctx_set_ref_hashed(g_dctx, g_ref, g_ref_size, h);
+    if (lmc_is_error(r)) {
+        g_defer_active = 0;
+        errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r));
+        return -1;
+    }
+    return 0;
+}
+
 /*-************************************************************
  * One file: compress, decompress or test
  **************************************************************/
@@ -1023,7 +1121,12 @@ static int process_file(const char* name)
     t0 = now_sec();
     if (decomp) {
         lmc_dctx_reset(g_dctx);
-        if (run_decompress(&j) != 0 || writer_wait(&j) != 0) { lmc_dctx_reset(g_dctx); progress_clear(&prog); goto out; }
+        if (give_dctx_ref(&j, use_tmp || mode == MODE_TEST) != 0) goto out;
+        if (run_decompress(&j) != 0 || writer_wait(&j) != 0) {
+            g_defer_active = 0;
+            lmc_dctx_reset(g_dctx); progress_clear(&prog); goto out;
+        }
+        if (ref_deferred_check(in_disp) != 0) { progress_clear(&prog); goto out; }
     } else {
         size_t r;
         lmc_cctx_reset(g_cctx);

@@ -185,6 +185,43 @@ check "delta with wrong -r: message mentions reference" eval 'echo "$out" | grep
 check "delta with wrong -r: no output left" eval '[ ! -e d4.out ] && no_tmp'
 "$LMC" -q -t -r model.safetensors model2.safetensors.lmc
 check "-t of a delta with -r" test $? -eq 0
+# A wrong reference of the right size: decompression to a file starts before
+# the reference's hash is known (a thread computes it), so these go the
+# deferred way; to stdout it waits for the hash. Either way: exit 1, a
+# message about the reference, and no output.
+cp model.safetensors wref
+printf 'x' | dd of=wref bs=1 seek=$(( $(wc -c < wref) / 2 )) conv=notrunc 2>/dev/null
+rm -f d5.out
+out=$("$LMC" -d -r wref model2.safetensors.lmc -o d5.out 2>&1); rc=$?
+check "same-size wrong -r, to a file: exit 1" test $rc -eq 1
+check "same-size wrong -r, to a file: message names the reference" eval 'echo "$out" | grep -q "wrong reference: wref"'
+check "same-size wrong -r, to a file: no output left" eval '[ ! -e d5.out ] && no_tmp'
+out=$("$LMC" -t -r wref model2.safetensors.lmc 2>&1); rc=$?
+check "same-size wrong -r, -t: exit 1 with the reference message" eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference"'
+"$LMC" -d -r wref -c model2.safetensors.lmc > d5.out 2>d5.err; rc=$?
+check "same-size wrong -r, to stdout: exit 1, nothing written" eval '[ $rc -eq 1 ] && [ ! -s d5.out ] && grep -qi reference d5.err'
+# two frames against one reference in one run: the first waits for the
+# hash at its end, the second has it from the start
+rm -rf mf && mkdir mf && cp model2.safetensors.lmc mf/a.lmc && cp model2.safetensors.lmc mf/b.lmc
+"$LMC" -q -d -r model.safetensors mf/a.lmc mf/b.lmc
+check "two delta frames in one run against one reference" eval 'same mf/a model2.safetensors && same mf/b model2.safetensors'
+out=$("$LMC" -q -t -r wref mf/a.lmc mf/b.lmc 2>&1); rc=$?
+check "same-size wrong -r, two frames in one run with -t: both refused" \
+    eval '[ $rc -eq 1 ] && [ $(echo "$out" | grep -c "reference") -eq 2 ]'
+# a delta frame whose pieces never read the reference (zeros against random
+# bytes: coded without the XOR) decodes the same against any reference, so
+# only the reference's hash can refuse the wrong one
+head -c 300000 /dev/zero > zz; head -c 300000 /dev/urandom > zr1; head -c 300000 /dev/urandom > zr2
+"$LMC" -q -f -r zr1 zz -o zz.lmc
+rm -f zz.out
+out=$("$LMC" -d -r zr2 zz.lmc -o zz.out 2>&1); rc=$?
+check "frame not reading its reference, wrong -r to a file: exit 1, message, no output" \
+    eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference" && [ ! -e zz.out ] && no_tmp'
+out=$("$LMC" -t -r zr2 zz.lmc 2>&1); rc=$?
+check "frame not reading its reference, wrong -r with -t: exit 1" eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference"'
+"$LMC" -q -d -r zr1 zz.lmc -o zz.out
+check "frame not reading its reference, right -r: round trip" same zz.out zz
+rm -rf wref d5.out d5.err mf zz zr1 zr2 zz.lmc zz.out
 "$LMC" -q -r empty -f rand -o rand.eref.lmc && "$LMC" -q -d -r empty rand.eref.lmc -c > rand.eref.out
 check "0-byte reference round trip" same rand.eref.out rand
 "$LMC" -q -r rand -f -o rr.lmc rand && "$LMC" -q -d -r rand -c rr.lmc > rr.out
