@@ -368,6 +368,12 @@ static uint64_t rd64le(const unsigned char* p)
     return v;
 }
 
+static void wr_le(unsigned char* p, uint64_t v, int n)
+{
+    int i;
+    for (i = 0; i < n; i++, v >>= 8) p[i] = (unsigned char)v;
+}
+
 static int parse_int(const char* s, long* out)
 {
     char* end;
@@ -520,14 +526,15 @@ static int load_ref(void)
      * read() copies from the page cache faster than the mapping faults pages
      * in (a fault per 64 KiB), and the mapping stays untouched until the
      * coder needs it. The contexts then take the hash as given.
-     * Decompression does not need it first: a frame carries the hash of its
-     * reference, so the CLI decodes taking the frame's hash on trust while a
-     * thread hashes, and compares before it keeps any output (process_file);
-     * a reference of a different size is still refused at once. Compression
-     * writes the hash in its first bytes, so it waits. */
+     * Coding need not wait for it, when its output stays private until the
+     * end (process_file): decompression takes the frame's own reference hash
+     * on trust and compares it with this one before it keeps any output (a
+     * reference of a different size is still refused at once); compression
+     * writes a placeholder in the frame header and the hash over it at the
+     * end. With output to stdout or a pipe both wait for it. */
     g_rh.err = 0;
     g_rh.fd = fd;
-    if (g_opt.mode == MODE_DECOMPRESS || g_opt.mode == MODE_TEST) {
+    if (g_opt.mode == MODE_COMPRESS || g_opt.mode == MODE_DECOMPRESS || g_opt.mode == MODE_TEST) {
         if (pthread_create(&g_rh.tid, NULL, ref_hash_main, NULL) == 0) { g_rh.running = 1; return 0; }
     }
     (void)ref_hash_main(NULL);
@@ -566,8 +573,7 @@ static int setup_cctx(void)
     if (!lmc_is_error(r) && g_opt.dtype_set) r = lmc_cctx_set_param(g_cctx, LMC_P_DTYPE, g_opt.dtype);
     if (!lmc_is_error(r) && g_opt.no_refctx) r = lmc_cctx_set_param(g_cctx, LMC_P_CODERS, 0xFF & ~(1 << LMC_CODER_REFCTX));
     if (lmc_is_error(r)) { errmsg("cannot set compression parameters: %s", lmc_error_name(r)); return -1; }
-    if (g_ref) {
-        if (ref_hash_wait() != 0) return -1;
+    if (g_ref && !g_rh.running) {   /* else process_file gives it, frame by frame */
         r = lmc_cctx_set_ref_hashed(g_cctx, g_ref, g_ref_size, g_ref_hash);
         if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); return -1; }
     }
@@ -937,6 +943,56 @@ static int give_dctx_ref(const job_t* j, int private_output)
     return 0;
 }
 
+/* Compression with the reference's hash still being computed: into a
+ * temporary file the frame is written with 0 in the header's reference hash,
+ * which patch_ref_hash() replaces at the end; otherwise it waits for the
+ * hash. 0, or -1 after a message. */
+static int g_cdefer = 0;
+static int give_cctx_ref(int private_output)
+{
+    uint64_t h = 0;
+    size_t r;
+    g_cdefer = 0;
+    if (!g_ref) return 0;
+    if (g_rh.running && private_output) {
+        g_cdefer = 1;
+    } else {
+        if (ref_hash_wait() != 0) return -1;
+        h = g_ref_hash;
+    }
+    r = lmc_cctx_set_ref_hashed(g_cctx, g_ref, g_ref_size, h);
+    if (lmc_is_error(r)) {
+        g_cdefer = 0;
+        errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r));
+        return -1;
+    }
+    return 0;
+}
+
+/* After give_cctx_ref put a placeholder: the reference's hash into the
+ * header of the frame in `fd`, and the header's checksum (format.md: H32
+ * of its first 36 bytes). 0, or -1 after a message. */
+static int patch_ref_hash(const char* out_name, int fd)
+{
+    unsigned char h[LMC_FRAME_HEADER_SIZE];
+    lmc_frame_header fh;
+    if (!g_cdefer) return 0;
+    g_cdefer = 0;
+    if (ref_hash_wait() != 0) return -1;
+    if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h || lmc_is_error(lmc_get_frame_header(&fh, h, sizeof h))
+        || !fh.has_ref || fh.ref_hash != 0) {
+        errmsg("%s: internal error: cannot read back the frame header", out_name);
+        return -1;
+    }
+    wr_le(h + 28, g_ref_hash, 8);
+    wr_le(h + 36, (uint32_t)lmc_hash64(h, 36), 4);
+    if (pwrite(fd, h + 28, 12, 28) != 12) {
+        errmsg("%s: write error: %s", out_name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /*-************************************************************
  * One file: compress, decompress or test
  **************************************************************/
@@ -1133,7 +1189,12 @@ static int process_file(const char* name)
         r = lmc_cctx_set_param(g_cctx, LMC_P_CONTENT_SIZE,
                                S_ISREG(ist.st_mode) ? (long long)ist.st_size : -1LL);
         if (lmc_is_error(r)) { lib_error(in_disp, r); goto out; }
-        if (run_compress(&j) != 0 || writer_wait(&j) != 0) { lmc_cctx_reset(g_cctx); progress_clear(&prog); goto out; }
+        if (give_cctx_ref(use_tmp) != 0) goto out;
+        if (run_compress(&j) != 0 || writer_wait(&j) != 0) {
+            g_cdefer = 0;
+            lmc_cctx_reset(g_cctx); progress_clear(&prog); goto out;
+        }
+        if (use_tmp && patch_ref_hash(out_disp, outfd) != 0) { progress_clear(&prog); goto out; }
     }
     secs = now_sec() - t0;
     progress_clear(&prog);

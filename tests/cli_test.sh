@@ -267,6 +267,16 @@ check "torch zip delta: mapped file and stdin give the same frame" same tz.lmc t
 check "torch zip delta: recognised as torch" eval '"$LMC" -l tz.lmc | grep -qi torch'
 "$LMC" -q -d -r "$TZ/step2.pt" -c tz.lmc > tz.out
 check "torch zip delta: round trip" same tz.out "$TZ/step3.pt"
+# To a file, compression starts before the reference's hash is known and
+# writes it into the header at the end; to stdout it waits for it: the same
+# frame either way, and --rm's check decodes the patched file.
+"$LMC" -q -f -r manyc.pipe.out manyc -o manyc.df.lmc
+"$LMC" -q -r manyc.pipe.out -c manyc > manyc.ds.lmc
+check "delta to a file (reference hash written last) and to stdout: the same frame" same manyc.df.lmc manyc.ds.lmc
+cp manyc manyc.rm
+"$LMC" -q -f --rm -r manyc.pipe.out manyc.rm; rc=$?
+check "delta with --rm: verified, input removed" eval '[ $rc -eq 0 ] && [ ! -e manyc.rm ] && same manyc.rm.lmc manyc.df.lmc'
+rm -f manyc.df.lmc manyc.ds.lmc manyc.rm.lmc
 for t in 1 2 3; do "$LMC" -q -f -T$t -r manyc.pipe.out manyc -o manyc.d$t.lmc; done
 check "several chunks, delta: same frame for 1, 2, 3 threads" eval 'same manyc.d1.lmc manyc.d2.lmc && same manyc.d1.lmc manyc.d3.lmc'
 "$LMC" -q -t rand 2>/dev/null
