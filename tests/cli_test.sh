@@ -428,11 +428,15 @@ rm -f sigin sigin.lmc big
 # inputs are cut from the shipped trajectory as they were when the frames were made.
 V1="$REPO/tests/data/v1"
 TRJ="$REPO/data/trajectory"
+# fixture_inputs SRC PREFIX: the new and reference inputs the fixtures were made from
+fixture_inputs() {
+    head -c 262144 "$TRJ/step-000350/model_$1.safetensors" | tail -c 140000 > "$2new"
+    head -c 262144 "$TRJ/step-000300/model_$1.safetensors" | tail -c 140000 > "$2ref"
+}
 if [ -d "$V1" ] && [ -d "$TRJ" ]; then
     for d in bf16:bf16 fp32:f32; do
         src=${d%%:*}; dt=${d##*:}
-        head -c 262144 "$TRJ/step-000350/model_$src.safetensors" | tail -c 140000 > v1new
-        head -c 262144 "$TRJ/step-000300/model_$src.safetensors" | tail -c 140000 > v1ref
+        fixture_inputs "$src" v1
         check "format 1 $dt delta frame decodes" eval '"$LMC" -q -d -f -r v1ref "$V1/${dt}_delta.lmc" -o v1out && same v1out v1new'
         check "format 1 $dt full frame decodes" eval '"$LMC" -q -d -f "$V1/${dt}_full.lmc" -o v1out && same v1out v1new'
         check "format 1 $dt delta frame is listed as version 1" eval '"$LMC" -l "$V1/${dt}_delta.lmc" | grep -q "version 1"'
@@ -453,14 +457,13 @@ else
 fi
 
 # ---------------------------------------------------------------- format 2 frames
-# Frames written by lmc at e21beea (format 2: REFCTX value blocks of kind 5,
-# before the split tokens of kind 7) must still decode; same inputs as above.
+# Frames written by lmc at e21beea (format 2, REFCTX value blocks) must
+# still decode; same inputs as above.
 V2="$REPO/tests/data/v2"
 if [ -d "$V2" ] && [ -d "$TRJ" ]; then
     for d in bf16:bf16 fp32:f32; do
         src=${d%%:*}; dt=${d##*:}
-        head -c 262144 "$TRJ/step-000350/model_$src.safetensors" | tail -c 140000 > v2new
-        head -c 262144 "$TRJ/step-000300/model_$src.safetensors" | tail -c 140000 > v2ref
+        fixture_inputs "$src" v2
         check "format 2 $dt delta frame decodes" eval '"$LMC" -q -d -f -r v2ref "$V2/${dt}_delta.lmc" -o v2out && same v2out v2new'
         check "format 2 $dt delta frame is listed as version 2 with refctx blocks" \
             eval '"$LMC" -lv "$V2/${dt}_delta.lmc" | grep -q "version 2" && "$LMC" -lv "$V2/${dt}_delta.lmc" | grep -q "^  refctx "'
