@@ -146,27 +146,82 @@ static vblock_estimates sample_estimates(lmc_chunk_ws* ws, const uint8_t* src, c
     return e;
 }
 
+/* The XOR byte histograms alone of sample_estimates' windows: what a block
+ * costs to check when REFCTX won the one before by a wide margin. */
+LMC_FORCE_INLINE void sample_xor_values(uint32_t (*hx)[256], const uint8_t* src, const uint8_t* r, size_t a, size_t b,
+                                        unsigned w, int rot)
+{
+    unsigned const bits = 8 * w;
+    for (size_t i = a; i < b; i++) {
+        uint32_t vx = w == 2 ? lmc_rd16(src + i * 2) ^ lmc_rd16(r + i * 2) : lmc_rd32(src + i * 4) ^ lmc_rd32(r + i * 4);
+        if (rot) vx = bits == 32 ? (vx << 1) | (vx >> 31) : (((vx << 1) | (vx >> 15)) & 0xFFFFu);
+#pragma GCC unroll 4
+        for (unsigned k = 0; k < w; k++) hx[k][(uint8_t)(vx >> (8 * k))]++;
+    }
+}
+
+static size_t sample_xor_estimate(const uint8_t* src, const uint8_t* r, size_t m, unsigned w, int rot)
+{
+    uint32_t hx[4][256];
+    memset(hx, 0, sizeof(hx[0]) * w);
+    size_t const nwin = m >= 8192 ? 4 : 1, span = nwin == 1 ? m : 512, step = m / nwin;
+    for (size_t wi = 0; wi < nwin; wi++) {
+        size_t const a = wi * step, b = wi * step + span;
+        if (w == 2) { if (rot) sample_xor_values(hx, src, r, a, b, 2, 1); else sample_xor_values(hx, src, r, a, b, 2, 0); }
+        else        { if (rot) sample_xor_values(hx, src, r, a, b, 4, 1); else sample_xor_values(hx, src, r, a, b, 4, 0); }
+    }
+    float const n = (float)(nwin * span), scale = (float)m / n;
+    float fx = 0;
+    size_t tx = 0;
+    for (unsigned k = 0; k < w; k++) {
+        unsigned dx = 0;
+        for (unsigned s = 0; s < 256; s++)
+            if (hx[k][s]) { fx += (float)hx[k][s] * lmc_fast_log2(n / (float)hx[k][s]); dx++; }
+        tx += dx > 1 ? 40 : 2;
+    }
+    return (size_t)(fx / 8 * scale) + 2 + tx;
+}
+
 /* Layout 2: value blocks, each REFCTX or GROUPED (XOR or plain), whichever
- * is smaller. */
+ * is smaller. After a block that REFCTX won by more than an eighth (in this
+ * piece or an earlier one of the chunk: a file's tensors of one kind behave
+ * alike), the next one runs REFCTX's pass first and checks it only against the sampled XOR
+ * bytes (a fifth of the full sample's work: the token and plain-value
+ * sampling is what costs); if that is not a clear REFCTX win either, the
+ * full sample decides as usual. */
 static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const uint8_t* r,
                                 size_t n, unsigned w, int rot, unsigned coders, lmc_frame_stats* st)
 {
+    int lean = ws->lean;
     for (size_t b = 0; b < n; b += LMC_VBLOCK_MAX) {
         size_t const m = LMC_MIN((size_t)LMC_VBLOCK_MAX, n - b);
         const uint8_t* const s = src + b * w;
         const uint8_t* const rr = r + b * w;
         size_t const worst = 2 + w * (1 + m);    /* GROUPED of RAW blocks */
-        vblock_estimates const e = sample_estimates(ws, s, rr, m, w, rot);
+        size_t rc_est = SIZE_MAX, g_est;
+        vblock_estimates e;
+        if (lean) {
+            rc_est = lmc_refctx_prepare(&ws->rc, s, rr, m, w);
+            e.xor_ = sample_xor_estimate(s, rr, m, w, rot);
+            e.plain = SIZE_MAX;
+            lean = e.xor_ > rc_est + rc_est / 32;
+        }
+        if (!lean) {
+            e = sample_estimates(ws, s, rr, m, w, rot);
+            g_est = LMC_MIN(e.plain, e.xor_);
+            /* REFCTX clearly behind on the sample (Adam's first moment): skip its full
+             * pass (a small block is its own sample, and cheap to try) */
+            if (rc_est == SIZE_MAX && !(m >= 8192 && e.refctx > g_est + g_est / 32)) rc_est = lmc_refctx_prepare(&ws->rc, s, rr, m, w);
+        }
         const uint8_t* const gref = e.plain < e.xor_ ? NULL : rr;
-        size_t const g_est = LMC_MIN(e.plain, e.xor_);
-        /* REFCTX clearly behind on the sample (Adam's first moment): skip its full
-         * pass (a small block is its own sample, and cheap to try) */
-        size_t const rc_est = m >= 8192 && e.refctx > g_est + g_est / 32 ? SIZE_MAX : lmc_refctx_prepare(&ws->rc, s, rr, m, w);
+        g_est = LMC_MIN(e.plain, e.xor_);
         size_t sz = 0;
         if (rc_est != SIZE_MAX && g_est > rc_est + rc_est / 32) {
             sz = lmc_refctx_encode(&ws->rc, p, worst);
+            lean = sz && g_est > rc_est + rc_est / 8;
             if (sz) { add_block_stat(st, LMC_CODER_REFCTX, m * w, sz); p += sz; continue; }
         }
+        lean = 0;
         lmc_frame_stats gst;
         memset(&gst, 0, sizeof(gst));
         size_t const gsz = encode_grouped_vblock(ws, p, s, gref, m, w, rot, coders, &gst);
@@ -185,6 +240,7 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         }
         p += gsz;
     }
+    ws->lean = lean;
     return p;
 }
 
@@ -262,6 +318,7 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     uint8_t* p = dst + LMC_CHUNK_HDR_SIZE;
     uint8_t* const room_end = dst + dst_cap - LMC_BLOCK_SLACK;
     int overflow = 0;
+    ws->lean = 0;   /* a chunk's bytes must not depend on which chunk its thread coded before */
     for (size_t i = 0; i < npieces; i++) {
         /* worst case of a piece: header, every block RAW (1 + m), the tail */
         size_t const w = pieces[i].width, n = pieces[i].len / w;

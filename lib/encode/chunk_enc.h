@@ -19,6 +19,7 @@ typedef struct {
     uint8_t*     streams;      /* grouped bytes of the current piece */
     size_t       streams_cap;
     XXH3_state_t* frame_hash;  /* non-NULL: the content also joins this running hash (one thread) */
+    int          lean;         /* REFCTX won the chunk's last value block by a wide margin (chunk_enc.c) */
 } lmc_chunk_ws;
 
 /* Bound of a whole chunk (header included) of `content` bytes. */
