@@ -7,6 +7,7 @@
 #include "lmc.h"
 #include "block_dec.h"
 #include "refctx_dec.h"
+#include "hash.h"
 
 typedef struct {
     lmc_block_dws blk;
@@ -15,11 +16,17 @@ typedef struct {
     size_t        streams_cap;
 } lmc_chunk_dws;
 
+/* Running hashes of the content as it is decoded: own, and also (NULL for
+ * none), each XXH3 state given every content byte once, in order. */
+typedef struct { XXH3_state_t* own; XXH3_state_t* also; } lmc_content_hashes;
+
 /* Decodes `payload` (already checksum-verified or not: this never trusts it)
- * into dst[0..content_size). Returns 0 or an error. */
+ * into dst[0..content_size). With hs, the content joins hs->own (and
+ * hs->also) value block by value block, while it is still in cache; after an
+ * error the states hold a prefix. Returns 0 or an error. */
 size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
                         const uint8_t* payload, size_t payload_size,
-                        const uint8_t* ref, uint64_t ref_size);
+                        const uint8_t* ref, uint64_t ref_size, const lmc_content_hashes* hs);
 
 /* Walks a chunk payload's pieces and blocks without decoding; adds to *st. */
 size_t lmc_chunk_walk(const uint8_t* payload, size_t payload_size, size_t content_size,

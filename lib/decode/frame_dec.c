@@ -237,12 +237,15 @@ static void run_djob(void* arg, size_t i)
         return;
     }
     if (j->streaming) j->dst = j->cbuf;
+    /* the chunk's checksum, and on one thread (jobs then run in frame order)
+     * the frame's, join as the chunk is decoded */
+    XXH3_state_t own;
+    XXH3_64bits_reset(&own);
+    lmc_content_hashes const hs = { &own, lmc_pool_threads(d->pool) == 1 ? d->hstate : NULL };
     j->result = lmc_chunk_decode(ws, j->dst, j->content_size, j->payload, j->payload_size,
-                                 d->hdr.has_ref ? d->ref : NULL, d->hdr.has_ref ? d->hdr.ref_size : 0);
+                                 d->hdr.has_ref ? d->ref : NULL, d->hdr.has_ref ? d->hdr.ref_size : 0, &hs);
     if (LMC_IS_ERR(j->result)) return;
-    /* one thread: jobs run in frame order, so the frame checksum joins here */
-    XXH3_state_t* const also = lmc_pool_threads(d->pool) == 1 ? d->hstate : NULL;
-    if (lmc_rd32(j->head + 12) != lmc_h32_also(also, j->dst, j->content_size)) j->result = LMC_ERR(CHECKSUM);
+    if (lmc_rd32(j->head + 12) != (uint32_t)XXH3_64bits_digest(&own)) j->result = LMC_ERR(CHECKSUM);
 }
 
 static size_t seek_push(lmc_dctx* d, const dec_job* j)
