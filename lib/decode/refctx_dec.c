@@ -596,33 +596,40 @@ LMC_TARGET_BMI2 static size_t decode32_bmi2(lmc_refctx_dws* ws, uint8_t* dst, si
 { return decode_body(ws, dst, m, ref, x, rb, wp, wend, 32); }
 #endif
 
+/* Slot entries e | k << 7 for k = 0.. of a symbol's run, eight (AVX2) or
+ * four (SSE2) per store; returns how many were written (the rest, below
+ * one store, is the caller's). */
 #if LMC_REFCTX_AVX2
-/* build_slots with eight entries per store. */
-LMC_TARGET_AVX2 static void build_slots_avx2(uint32_t* T, const uint16_t* freq, unsigned alpha)
+LMC_TARGET_AVX2 static uint32_t fill_run_avx2(uint32_t* t, uint32_t e, uint32_t f)
 {
-    uint32_t cum = 0;
-    __m256i const steps = _mm256_setr_epi32(0, 1 << 7, 2 << 7, 3 << 7, 4 << 7, 5 << 7, 6 << 7, 7 << 7);
+    __m256i v = _mm256_add_epi32(_mm256_set1_epi32((int)e),
+                                 _mm256_setr_epi32(0, 1 << 7, 2 << 7, 3 << 7, 4 << 7, 5 << 7, 6 << 7, 7 << 7));
     __m256i const eight = _mm256_set1_epi32(8 << 7);
-    for (unsigned sym = 0; sym < alpha; sym++) {
-        uint32_t const f = freq[sym];
-        if (!f) continue;
-        uint32_t const e = f << 19 | sym;
-        uint32_t* const t = T + cum;
-        uint32_t k = 0;
-        __m256i v = _mm256_add_epi32(_mm256_set1_epi32((int)e), steps);
-        for (; k + 8 <= f; k += 8) { _mm256_storeu_si256((__m256i*)(void*)(t + k), v); v = _mm256_add_epi32(v, eight); }
-        for (; k < f; k++) t[k] = e | k << 7;
-        cum += f;
-    }
+    uint32_t k = 0;
+    for (; k + 8 <= f; k += 8) { _mm256_storeu_si256((__m256i*)(void*)(t + k), v); v = _mm256_add_epi32(v, eight); }
+    return k;
 }
 #endif
 
+static uint32_t fill_run(uint32_t* t, uint32_t e, uint32_t f)
+{
+    uint32_t k = 0;
+#if defined(__SSE2__)
+    __m128i v = _mm_setr_epi32((int)e, (int)(e | 1 << 7), (int)(e | 2 << 7), (int)(e | 3 << 7));
+    __m128i const four = _mm_set1_epi32(4 << 7);
+    for (; k + 4 <= f; k += 4) { _mm_storeu_si128((__m128i*)(void*)(t + k), v); v = _mm_add_epi32(v, four); }
+#else
+    (void)t; (void)e; (void)f;
+#endif
+    return k;
+}
+
 /* A group's slot table: a block of 64 Ki values can carry 16 of them, so
- * they are filled four entries per store (eight with AVX2). */
+ * they are filled with vector stores. */
 static void build_slots(uint32_t* T, const uint16_t* freq, unsigned alpha)
 {
 #if LMC_REFCTX_AVX2
-    if (lmc_cpu_has_avx2()) { build_slots_avx2(T, freq, alpha); return; }
+    int const avx2 = lmc_cpu_has_avx2();
 #endif
     uint32_t cum = 0;
     for (unsigned sym = 0; sym < alpha; sym++) {
@@ -630,11 +637,10 @@ static void build_slots(uint32_t* T, const uint16_t* freq, unsigned alpha)
         if (!f) continue;
         uint32_t const e = f << 19 | sym;
         uint32_t* const t = T + cum;
-        uint32_t k = 0;
-#if defined(__SSE2__)
-        __m128i v = _mm_setr_epi32((int)e, (int)(e | 1 << 7), (int)(e | 2 << 7), (int)(e | 3 << 7));
-        __m128i const four = _mm_set1_epi32(4 << 7);
-        for (; k + 4 <= f; k += 4) { _mm_storeu_si128((__m128i*)(void*)(t + k), v); v = _mm_add_epi32(v, four); }
+#if LMC_REFCTX_AVX2
+        uint32_t k = avx2 ? fill_run_avx2(t, e, f) : fill_run(t, e, f);
+#else
+        uint32_t k = fill_run(t, e, f);
 #endif
         for (; k < f; k++) t[k] = e | k << 7;
         cum += f;
