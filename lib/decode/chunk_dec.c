@@ -49,10 +49,10 @@ static size_t read_vblock_head(const uint8_t* src, size_t avail, unsigned* kind,
     return 2;
 }
 
-/* The content from *done up to upto joins the running hashes. Hashing a
+/* The content from hc->done up to upto joins the running hashes. Hashing a
  * block just written reads it from cache: about twice as fast as a pass
- * over the whole chunk afterwards, which comes from memory. Pieces smaller
- * than a slice wait for the next call, so that each update is long enough
+ * over the whole chunk afterwards, which comes from memory. Less than 4 KiB
+ * waits for the next call (last: not), so that each update is long enough
  * for the vector loop. */
 typedef struct { const lmc_content_hashes* hs; const uint8_t* base; size_t done; } hash_cursor;
 

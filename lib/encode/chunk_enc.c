@@ -94,6 +94,22 @@ LMC_FORCE_INLINE uint64_t sample_values(uint32_t (*hx)[256], uint32_t (*hp)[256]
     return raw;
 }
 
+/* Bytes to code the w byte streams whose sampled histograms are h (n
+ * sampled values standing for n * scale): order-0 entropy, plus some tens of
+ * bytes for each code table (two for a CONST stream). */
+static size_t streams_estimate(const uint32_t (*h)[256], unsigned w, float n, float scale)
+{
+    float f = 0;
+    size_t t = 0;
+    for (unsigned k = 0; k < w; k++) {
+        unsigned d = 0;
+        for (unsigned s = 0; s < 256; s++)
+            if (h[k][s]) { f += (float)h[k][s] * lmc_fast_log2(n / (float)h[k][s]); d++; }
+        t += d > 1 ? 40 : 2;
+    }
+    return (size_t)(f / 8 * scale) + 2 + t;
+}
+
 /* Order-0 estimates, in bytes, of a value block's codes, from a sample of it
  * (4 windows of 512 values, or all of a small block): byte groups of the XOR
  * delta, byte groups of the plain values, and REFCTX tokens given their
@@ -117,19 +133,8 @@ static vblock_estimates sample_estimates(lmc_chunk_ws* ws, const uint8_t* src, c
     }
     float const n = (float)(nwin * span), scale = (float)m / n;
     vblock_estimates e;
-    float fx = 0, fp = 0;
-    size_t tx = 0, tp = 0;
-    for (unsigned k = 0; k < w; k++) {
-        unsigned dx = 0, dp = 0;
-        for (unsigned s = 0; s < 256; s++) {
-            if (hx[k][s]) { fx += (float)hx[k][s] * lmc_fast_log2(n / (float)hx[k][s]); dx++; }
-            if (hp[k][s]) { fp += (float)hp[k][s] * lmc_fast_log2(n / (float)hp[k][s]); dp++; }
-        }
-        tx += dx > 1 ? 40 : 2;   /* a code table costs some tens of bytes; CONST two */
-        tp += dp > 1 ? 40 : 2;
-    }
-    e.xor_ = (size_t)(fx / 8 * scale) + 2 + tx;
-    e.plain = (size_t)(fp / 8 * scale) + 2 + tp;
+    e.xor_ = streams_estimate((const uint32_t (*)[256])hx, w, n, scale);
+    e.plain = streams_estimate((const uint32_t (*)[256])hp, w, n, scale);
     float fr = 0;
     unsigned groups = 0;
     for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++) {
@@ -170,25 +175,17 @@ static size_t sample_xor_estimate(const uint8_t* src, const uint8_t* r, size_t m
         if (w == 2) { if (rot) sample_xor_values(hx, src, r, a, b, 2, 1); else sample_xor_values(hx, src, r, a, b, 2, 0); }
         else        { if (rot) sample_xor_values(hx, src, r, a, b, 4, 1); else sample_xor_values(hx, src, r, a, b, 4, 0); }
     }
-    float const n = (float)(nwin * span), scale = (float)m / n;
-    float fx = 0;
-    size_t tx = 0;
-    for (unsigned k = 0; k < w; k++) {
-        unsigned dx = 0;
-        for (unsigned s = 0; s < 256; s++)
-            if (hx[k][s]) { fx += (float)hx[k][s] * lmc_fast_log2(n / (float)hx[k][s]); dx++; }
-        tx += dx > 1 ? 40 : 2;
-    }
-    return (size_t)(fx / 8 * scale) + 2 + tx;
+    float const n = (float)(nwin * span);
+    return streams_estimate((const uint32_t (*)[256])hx, w, n, (float)m / n);
 }
 
 /* Layout 2: value blocks, each REFCTX or GROUPED (XOR or plain), whichever
  * is smaller. After a block that REFCTX won by more than an eighth (in this
  * piece or an earlier one of the chunk: a file's tensors of one kind behave
- * alike), the next one runs REFCTX's pass first and checks it only against the sampled XOR
- * bytes (a fifth of the full sample's work: the token and plain-value
- * sampling is what costs); if that is not a clear REFCTX win either, the
- * full sample decides as usual. */
+ * alike), the next one runs REFCTX's pass first and checks it only against
+ * the sampled XOR bytes (the token and plain-value sampling is what costs);
+ * if that is not a clear REFCTX win either, the full sample decides as
+ * usual. */
 static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const uint8_t* r,
                                 size_t n, unsigned w, int rot, unsigned coders, lmc_frame_stats* st)
 {
