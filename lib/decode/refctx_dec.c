@@ -57,15 +57,17 @@ LMC_FORCE_INLINE void raw_refill_slow(rawbits* r)
     while (r->bc <= 56 && r->p < r->end) { r->bb |= (uint64_t)*r->p++ << r->bc; r->bc += 8; }
 }
 
-/* Pass 1, one token with state xs. One load gives the token, the slot's
- * offset in its symbol's range and the frequency; the token is returned as
- * the entry's low byte (bit 7 is a bias bit, which the token tables ignore). */
+/* Pass 1, one token with state xs: the slot's token from the group's byte
+ * table, then its frequency and cumulative frequency. */
 LMC_FORCE_INLINE unsigned decode_token(const lmc_refctx_dws* ws, uint32_t* xs, const uint8_t* ref, unsigned bits)
 {
     uint32_t const r = bits == 16 ? lmc_rd16(ref) : lmc_rd32(ref);
-    uint32_t const e = ws->gtab[r >> (bits - 9)][*xs & (LMC_ANS_M - 1)];
-    *xs = (e >> 19) * (*xs >> LMC_ANS_PROB_BITS) + ((e >> 7) & (LMC_ANS_M - 1));
-    return e & 0xFF;
+    const uint8_t* const g = ws->gtab[r >> (bits - 9)];
+    uint32_t const s = *xs & (LMC_ANS_M - 1);
+    unsigned const tok = g[s];
+    const uint32_t* const fc = (const uint32_t*)(const void*)(g + LMC_REFCTX_DG_FC) + 2 * tok;
+    *xs = fc[0] * (*xs >> LMC_ANS_PROB_BITS) + s - fc[1];
+    return tok;
 }
 
 /* At most one 16-bit word per symbol, the next one at word index *wi. The
@@ -91,27 +93,27 @@ LMC_FORCE_INLINE void renorm_fast(uint32_t* xs, const uint8_t* wbase, size_t* wi
 
 #if LMC_REFCTX_AVX2 && !defined(LMC_SANITIZED) && !defined(LMC_NO_ASM)
 #  define LMC_REFCTX_ASM 1
-/* One token: decode_token and renorm_fast in 17 instructions, for the AVX2
- * copy (which may use BMI1 and BMI2). The token loop is bound by the integer
- * units, and compilers spend about seven more: copies, and with 14 registers
- * live they spill the states. Here bextr takes the bias out, rorx puts x << 16
- * in the high half of y (the low half, x >> 16, is replaced by the next
- * word), and the compare's carry both selects and advances the word index.
- * Four tokens, one per state, make one asm statement, so that the states
- * stay in registers. */
+/* One token: decode_token and renorm_fast in 15 instructions, for the AVX2
+ * copy (which may use BMI1 and BMI2). Compilers spend several more: copies,
+ * and with 14 registers live they spill the states. Here bextr takes the
+ * slot out of x, imul and sub read the frequency and cumulative frequency
+ * from memory, rorx puts x << 16 in the high half of y (the low half,
+ * x >> 16, is replaced by the next word), and the compare's carry both
+ * selects and advances the word index. Four tokens, one per state, make one
+ * asm statement, so that the states stay in registers. */
+#  define LMC_STR_(x) #x
+#  define LMC_STR(x) LMC_STR_(x)
 #  define TOKEN_STEP(X, ROFF, TOFF, LOAD, SHIFT)                   \
     LOAD " " ROFF "(%[rp]), %k[T]\n\t"                               \
     "shrl $" SHIFT ", %k[T]\n\t"                                     \
     "movq (%[gt],%q[T],8), %q[T]\n\t"                                \
-    "movl %[" X "], %k[s]\n\t"                                       \
-    "andl $0xfff, %k[s]\n\t"                                         \
-    "movl (%q[T],%q[s],4), %k[e]\n\t"                                \
+    "bextrl %[c12], %[" X "], %k[s]\n\t"                            \
+    "movzbl (%q[T],%q[s]), %k[e]\n\t"                                \
     "movb %b[e], " TOFF "(%[tp])\n\t"                                \
     "shrl $12, %[" X "]\n\t"                                         \
-    "shrxl %[c19], %k[e], %k[s]\n\t"                                 \
-    "imull %k[s], %[" X "]\n\t"                                      \
-    "bextrl %[cb], %k[e], %k[e]\n\t"                                 \
-    "addl %k[e], %[" X "]\n\t"                                       \
+    "imull " LMC_STR(LMC_REFCTX_DG_FC) "(%q[T],%q[e],8), %[" X "]\n\t" \
+    "addl %k[s], %[" X "]\n\t"                                       \
+    "subl " LMC_STR(LMC_REFCTX_DG_FC) "+4(%q[T],%q[e],8), %[" X "]\n\t" \
     "rorxl $16, %[" X "], %k[e]\n\t"                                 \
     "movw (%[wb],%[wi],2), %w[e]\n\t"                                \
     "cmpl $0x8000, %[" X "]\n\t"                                     \
@@ -123,7 +125,7 @@ LMC_FORCE_INLINE void renorm_fast(uint32_t* xs, const uint8_t* wbase, size_t* wi
                      : [x0] "+&r"(x0), [x1] "+&r"(x1), [x2] "+&r"(x2), [x3] "+&r"(x3), [wi] "+&r"(wi), \
                        [T] "=&r"(t_), [s] "=&r"(s_), [e] "=&r"(e_)                         \
                      : [rp] "r"(ref + (I) * (NW)), [tp] "r"(tok + (I)), [gt] "r"(ws->gtab), [wb] "r"(wbase), \
-                       [c19] "r"(19u), [cb] "r"((uint32_t)(LMC_ANS_PROB_BITS << 8 | 7))   \
+                       [c12] "r"((uint32_t)(LMC_ANS_PROB_BITS << 8))                     \
                      : "cc", "memory")
 #else
 #  define LMC_REFCTX_ASM 0
@@ -596,53 +598,17 @@ LMC_TARGET_BMI2 static size_t decode32_bmi2(lmc_refctx_dws* ws, uint8_t* dst, si
 { return decode_body(ws, dst, m, ref, x, rb, wp, wend, 32); }
 #endif
 
-/* Slot entries e | k << 7 for k = 0.. of a symbol's run, eight (AVX2) or
- * four (SSE2) per store; returns how many were written (the rest, below
- * one store, is the caller's). */
-#if LMC_REFCTX_AVX2
-LMC_TARGET_AVX2 static uint32_t fill_run_avx2(uint32_t* t, uint32_t e, uint32_t f)
+/* A group's table: each symbol's run of slots, then its frequency and
+ * cumulative frequency. */
+static void build_group(lmc_refctx_dgroup* g, const uint16_t* freq, unsigned alpha)
 {
-    __m256i v = _mm256_add_epi32(_mm256_set1_epi32((int)e),
-                                 _mm256_setr_epi32(0, 1 << 7, 2 << 7, 3 << 7, 4 << 7, 5 << 7, 6 << 7, 7 << 7));
-    __m256i const eight = _mm256_set1_epi32(8 << 7);
-    uint32_t k = 0;
-    for (; k + 8 <= f; k += 8) { _mm256_storeu_si256((__m256i*)(void*)(t + k), v); v = _mm256_add_epi32(v, eight); }
-    return k;
-}
-#endif
-
-static uint32_t fill_run(uint32_t* t, uint32_t e, uint32_t f)
-{
-    uint32_t k = 0;
-#if defined(__SSE2__)
-    __m128i v = _mm_setr_epi32((int)e, (int)(e | 1 << 7), (int)(e | 2 << 7), (int)(e | 3 << 7));
-    __m128i const four = _mm_set1_epi32(4 << 7);
-    for (; k + 4 <= f; k += 4) { _mm_storeu_si128((__m128i*)(void*)(t + k), v); v = _mm_add_epi32(v, four); }
-#else
-    (void)t; (void)e; (void)f;
-#endif
-    return k;
-}
-
-/* A group's slot table: a block of 64 Ki values can carry 16 of them, so
- * they are filled with vector stores. */
-static void build_slots(uint32_t* T, const uint16_t* freq, unsigned alpha)
-{
-#if LMC_REFCTX_AVX2
-    int const avx2 = lmc_cpu_has_avx2();
-#endif
     uint32_t cum = 0;
     for (unsigned sym = 0; sym < alpha; sym++) {
         uint32_t const f = freq[sym];
+        g->fc[sym][0] = f;
+        g->fc[sym][1] = cum;
         if (!f) continue;
-        uint32_t const e = f << 19 | sym;
-        uint32_t* const t = T + cum;
-#if LMC_REFCTX_AVX2
-        uint32_t k = avx2 ? fill_run_avx2(t, e, f) : fill_run(t, e, f);
-#else
-        uint32_t k = fill_run(t, e, f);
-#endif
-        for (; k < f; k++) t[k] = e | k << 7;
+        memset(g->sym + cum, (int)sym, f);
         cum += f;
     }
 }
@@ -671,14 +637,14 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
     }
     for (unsigned g = 1, c = 0; c < LMC_REFCTX_CONTEXTS; c++) {
         if (g < G && c == src[pos + g - 1]) g++;
-        ws->gtab[c] = ws->gtab[c + LMC_REFCTX_CONTEXTS] = ws->slot + (g - 1) * LMC_ANS_M;
+        ws->gtab[c] = ws->gtab[c + LMC_REFCTX_CONTEXTS] = ws->grp[g - 1].sym;
     }
     pos += G - 1;
     for (unsigned g = 0; g < G; g++) {
         size_t const t = lmc_freq_read(ws->freq, alpha, src + pos, size - pos);
         LMC_FORWARD(t);
         pos += t;
-        build_slots(ws->slot + g * LMC_ANS_M, ws->freq, alpha);
+        build_group(&ws->grp[g], ws->freq, alpha);
     }
     LMC_RETURN_IF(size - pos < 4 * LMC_ANS_STATES + 4, TRUNCATED);
     uint32_t x[LMC_ANS_STATES];

@@ -6,15 +6,27 @@
 #include <stdint.h>
 #include "refctx.h"
 
+/* One group's decoding table. A slot's token is one byte, so that the 8-10
+ * groups a block typically carries (40 KB) mostly stay in the L1 cache: with
+ * 4-byte slot entries (16 KB a group) they did not, and the token loop, a
+ * chain of dependent loads per state, waited on the L2 cache (measured: one
+ * 16 KB table decodes 15 % faster than nine). Frequency and cumulative
+ * frequency come from a second, small table indexed by the token, at a
+ * fixed offset from the first (the AVX2 loop's asm relies on it). */
 typedef struct {
-    /* slot tables of all groups, back to back, one u32 per slot:
-     * token | (slot - cum) << 7 | freq << 19 (freq can be M = 2^12, 13 bits) */
-    uint32_t slot[LMC_REFCTX_MAX_GROUPS * LMC_ANS_M];
-    /* r >> (W - 9) -> its group's slot table: the context plus the sign bit,
+    uint8_t  sym[LMC_ANS_M];                         /* slot -> token */
+    uint32_t fc[LMC_REFCTX_ALPHA_MAX][2];             /* token -> frequency, cumulative frequency */
+    uint8_t  pad[56];                                /* a whole number of cache lines */
+} lmc_refctx_dgroup;
+#define LMC_REFCTX_DG_FC 4096   /* offsetof(lmc_refctx_dgroup, fc), for the asm */
+
+typedef struct {
+    lmc_refctx_dgroup grp[LMC_REFCTX_MAX_GROUPS];
+    /* r >> (W - 9) -> its group's table: the context plus the sign bit,
      * so no mask, and a pointer, so no add before the slot load */
-    const uint32_t* gtab[2 * LMC_REFCTX_CONTEXTS];
-    /* token tables, indexed by the stored token byte: its bit 7 is a bias bit
-     * (the low byte of the slot entry), so entries b and b | 128 agree */
+    const uint8_t* gtab[2 * LMC_REFCTX_CONTEXTS];
+    /* token tables, indexed by the stored token byte (< alpha; entries b
+     * and b | 128 agree, so that a mask of bit 7 costs nothing) */
     int64_t  tbase[256];                         /* token -> base b */
     uint8_t  tbits[256];                         /* token -> raw bit count n */
     uint32_t tmask[256];                         /* token -> 2^n - 1 */
