@@ -969,6 +969,61 @@ static int give_cctx_ref(int private_output)
     return 0;
 }
 
+/* A safetensors input against a safetensors reference: how many of the
+ * input's tensors (those with data) have a counterpart in the reference of
+ * the same name, dtype and shape, the ones the library codes as deltas
+ * (*total: how many there are). -1 when either file is not safetensors. */
+static long ref_tensor_matches(const unsigned char* in, size_t in_size, size_t* total)
+{
+    lmc_tensor_map *mi = NULL, *mr = NULL;
+    long matched = -1;
+    *total = 0;
+    if (in_size < 8 || g_ref_size < 8 || !lmc_safetensors_prefix(in, in_size) || !lmc_safetensors_prefix(g_ref, g_ref_size))
+        return -1;
+    if (!lmc_is_error(lmc_tensor_map_safetensors(&mi, in, in_size, in_size))
+        && !lmc_is_error(lmc_tensor_map_safetensors(&mr, g_ref, g_ref_size, g_ref_size))) {
+        size_t const n = lmc_tensor_map_count(mi);
+        matched = 0;
+        for (size_t i = 0; i < n; i++) {
+            const lmc_tensor_info* const t = lmc_tensor_map_get(mi, i);
+            if (!t->size) continue;
+            ++*total;
+            long const k = lmc_tensor_map_find(mr, t->name, t->name_len);
+            const lmc_tensor_info* const u = k >= 0 ? lmc_tensor_map_get(mr, (size_t)k) : NULL;
+            if (!u || u->dtype != t->dtype || u->size != t->size || u->ndim != t->ndim) continue;
+            unsigned d = 0;
+            while (d < t->ndim && t->shape[d] == u->shape[d]) d++;
+            matched += d == t->ndim;
+        }
+    }
+    lmc_tensor_map_free(mi);
+    lmc_tensor_map_free(mr);
+    return matched;
+}
+
+/* Before a file is coded against the reference: where none of its tensors
+ * has a counterpart there (a wrong -r, or a dtype or shape change), a delta
+ * would be no smaller and would still need the reference to decode, so the
+ * file is coded whole, with a warning. 1 if so, else 0. */
+static int ref_useless(const job_t* j)
+{
+    size_t total;
+    long matched;
+    if (!g_ref || !j->map) return 0;
+    matched = ref_tensor_matches(j->map, j->map_size, &total);
+    if (matched < 0) return 0;
+    if (matched == 0 && total > 0) {
+        if (!g_opt.quiet)
+            fprintf(stderr, "%s: warning: %s: none of its %zu tensors has a counterpart (same name, dtype and shape) "
+                    "in the reference %s: coded whole, as a keyframe\n", g_prog, j->in_name, total, g_opt.ref_name);
+        return 1;
+    }
+    if (g_opt.verbose && (size_t)matched < total)
+        fprintf(stderr, "%s: %s: %zu of its %zu tensors have no counterpart in the reference: coded whole\n",
+                g_prog, j->in_name, total - (size_t)matched, total);
+    return 0;
+}
+
 /* After give_cctx_ref put a placeholder: the reference's hash into the
  * header of the frame in `fd`, and the header's checksum (format.md: H32
  * of its first 36 bytes). 0, or -1 after a message. */
@@ -1189,7 +1244,11 @@ static int process_file(const char* name)
         r = lmc_cctx_set_param(g_cctx, LMC_P_CONTENT_SIZE,
                                S_ISREG(ist.st_mode) ? (long long)ist.st_size : -1LL);
         if (lmc_is_error(r)) { lib_error(in_disp, r); goto out; }
-        if (give_cctx_ref(use_tmp) != 0) goto out;
+        if (ref_useless(&j)) {
+            g_cdefer = 0;
+            r = lmc_cctx_set_ref(g_cctx, NULL, 0);
+            if (lmc_is_error(r)) { lib_error(in_disp, r); goto out; }
+        } else if (give_cctx_ref(use_tmp) != 0) goto out;
         if (run_compress(&j) != 0 || writer_wait(&j) != 0) {
             g_cdefer = 0;
             lmc_cctx_reset(g_cctx); progress_clear(&prog); goto out;

@@ -200,6 +200,35 @@ out=$("$LMC" -t -r wref model2.safetensors.lmc 2>&1); rc=$?
 check "same-size wrong -r, -t: exit 1 with the reference message" eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference"'
 "$LMC" -d -r wref -c model2.safetensors.lmc > d5.out 2>d5.err; rc=$?
 check "same-size wrong -r, to stdout: exit 1, nothing written" eval '[ $rc -eq 1 ] && [ ! -s d5.out ] && grep -qi reference d5.err'
+# a safetensors reference none of whose tensors matches the input's (name,
+# dtype and shape): the file is coded whole, with a warning, and decodes
+# without the reference; -q silences the warning
+python3 - <<'EOF'
+import struct, json
+def write(path, tensors):
+    hdr, data = {}, b''
+    for name, dt, shape, payload in tensors:
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(payload)]}
+        data += payload
+    h = json.dumps(hdr).encode(); h += b' ' * ((8 - len(h) % 8) % 8)
+    open(path, 'wb').write(struct.pack('<Q', len(h)) + h + data)
+body = open('model.safetensors', 'rb').read()[-8192:]
+write('renamed.safetensors', [("other", "BF16", [64, 64], body)])
+write('two.safetensors', [("w", "BF16", [64, 64], body), ("v", "BF16", [32, 64], body[:4096])])
+EOF
+out=$("$LMC" -f -r renamed.safetensors model2.safetensors -o nm.lmc 2>&1); rc=$?
+check "-r with no matching tensor: exit 0 and a warning naming the reference" \
+    eval '[ $rc -eq 0 ] && echo "$out" | grep -q "warning: .*none of its 1 tensors has a counterpart .*renamed.safetensors"'
+check "-r with no matching tensor: coded as a keyframe" eval '"$LMC" -l nm.lmc | grep -q "reference *none"'
+"$LMC" -q -f -d nm.lmc -o nm.out
+check "-r with no matching tensor: decodes without -r" same nm.out model2.safetensors
+out=$("$LMC" -q -f -r renamed.safetensors model2.safetensors -o nm.lmc 2>&1)
+check "-r with no matching tensor, -q: no warning" test -z "$out"
+out=$("$LMC" -v -f -r model.safetensors two.safetensors -o two.lmc 2>&1); rc=$?
+check "-v, some tensors without a counterpart: says how many, still a delta" \
+    eval '[ $rc -eq 0 ] && echo "$out" | grep -q "1 of its 2 tensors have no counterpart" && "$LMC" -l two.lmc | grep -q "needs -r"'
+"$LMC" -q -f -d -r model.safetensors two.lmc -o two.out
+check "-v, some tensors without a counterpart: round trip" same two.out two.safetensors
 # two frames against one reference in one run: the first waits for the
 # hash at its end, the second has it from the start
 rm -rf mf && mkdir mf && cp model2.safetensors.lmc mf/a.lmc && cp model2.safetensors.lmc mf/b.lmc
