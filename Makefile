@@ -11,7 +11,7 @@ LIB_OBJ := $(LIB_SRC:%.c=build/%.o)
 LIB_PIC := $(LIB_SRC:%.c=build/pic/%.o)
 CLI_SRC := $(wildcard programs/*.c)
 
-.PHONY: all lib clean test test-unit test-cli test-python demo bench fuzz install deps asan tsan
+.PHONY: all lib clean test test-unit test-cli test-python demo bench fuzz install deps asan tsan memcheck
 
 all: lmc liblmc.so
 
@@ -73,6 +73,14 @@ test-cli: lmc
 test-python: all
 	@if [ -d tests/python ]; then sh tools/deps.sh python3-torch && \
 	  PYTHONPATH=python /usr/bin/python3 -m unittest discover -s tests/python -t . -v; fi
+
+# The REFCTX decoder's AVX2 token loop is inline asm, which sanitizer builds
+# leave out (they cannot see into it): memcheck watches its reads and writes
+# on test_refctx's hostile and random blocks, in every CPU mode, in a normal
+# build.
+memcheck: build/tests/test_refctx
+	sh tools/deps.sh valgrind
+	valgrind -q --error-exitcode=9 build/tests/test_refctx
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:

@@ -69,14 +69,34 @@ static size_t roundtrip(rc_state* s, size_t m, unsigned w)
         assert_int_equal(z, sz);
         assert_memory_equal(s->buf, first, sz);
     }
+    /* Each decoder mode reads the block from a buffer of its exact size,
+     * against a reference and into an output of exactly m values, so that
+     * ASan (C loops) and valgrind's memcheck (`make memcheck`: the asm loop
+     * of a normal build) see any access past them; then the same for a
+     * truncated copy (refused) and a copy with a few bytes changed (any
+     * result, but no access outside). */
+    uint8_t* const blk = (uint8_t*)tu_xmalloc(sz - 4);
+    uint8_t* const ref = (uint8_t*)tu_xmalloc(m * w);
+    uint8_t* const out = (uint8_t*)tu_xmalloc(m * w);
+    memcpy(ref, s->ref, m * w);
+    tu_rng rng = { m * 31 + w + sz };
     for (size_t mode = 0; mode < NMODES; mode++) {
         lmc_cpu_restrict(cpu_modes[mode]);
-        memset(s->out, 0xEE, m * w);
-        size_t const r = lmc_refctx_decode(s->dec, s->out, m, w, s->ref, s->buf + 4, sz - 4);
+        memcpy(blk, s->buf + 4, sz - 4);
+        memset(out, 0xEE, m * w);
+        size_t const r = lmc_refctx_decode(s->dec, out, m, w, ref, blk, sz - 4);
         assert_false(lmc_is_error(r));
-        assert_memory_equal(s->out, s->cur, m * w);
+        assert_memory_equal(out, s->cur, m * w);
+        size_t const cut = (size_t)(tu_next(&rng) % (sz - 4));
+        uint8_t* const part = (uint8_t*)tu_xmalloc(cut ? cut : 1);
+        memcpy(part, blk, cut);
+        assert_true(lmc_is_error(lmc_refctx_decode(s->dec, out, m, w, ref, part, cut)));
+        free(part);
+        for (int k = 0; k < 4; k++) blk[tu_next(&rng) % (sz - 4)] ^= (uint8_t)(1 + tu_next(&rng) % 255);
+        (void)lmc_refctx_decode(s->dec, out, m, w, ref, blk, sz - 4);
     }
     lmc_cpu_restrict(~0u);
+    free(blk); free(ref); free(out);
     free(first);
     return sz;
 }
