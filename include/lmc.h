@@ -39,7 +39,7 @@ extern "C" {
 #define LMC_VERSION_STRING "0.1.0"
 
 /* Version of the frame format written by this library (doc/format.md). */
-#define LMC_FORMAT_VERSION 2   /* this lmc writes 2 and reads 1 and 2 */
+#define LMC_FORMAT_VERSION 3   /* this lmc writes 3 and reads 1 to 3 */
 
 LMC_API unsigned lmc_version_number(void);
 LMC_API const char* lmc_version_string(void);
@@ -271,6 +271,7 @@ typedef enum {
     LMC_CODER_RLE_HUF = 3,
     LMC_CODER_ANS     = 4,  /* order-0 rANS, 4 interleaved states */
     LMC_CODER_REFCTX  = 5,  /* deltas: value differences, rANS conditioned on the reference's exponent */
+    LMC_CODER_ANS1    = 7,  /* order-1 rANS: tables chosen by the byte 4 back (format 3) */
     LMC_CODER_COUNT   = 8   /* room for future coders in statistics arrays */
 } lmc_coder;
 LMC_API const char* lmc_coder_name(unsigned coder);

@@ -94,7 +94,7 @@ static size_t block_roundtrip(codec_state* s, const uint8_t* src, size_t m, unsi
     size_t const sz = lmc_block_encode(s->enc, s->buf, src, m, hist, coders);
     assert_true(sz >= 2 && sz <= LMC_BLOCK_BOUND(m));
     *coder = coder_of(s->buf);
-    assert_true(*coder <= LMC_CODER_ANS);
+    assert_true(*coder <= LMC_CODER_ANS || *coder == LMC_CODER_ANS1);
     assert_true(((coders | 1u) >> *coder) & 1u);
     memset(s->out, 0xAB, m);
     size_t const used = lmc_block_decode(s->dec, s->out, m, s->buf, sz);
@@ -356,6 +356,92 @@ static void test_huf_read_table(void** state)
     assert_true(lmc_is_error(lmc_huf_read_table(len, LMC_ALPHA_LIT, tr, sizeof(tr))));
 }
 
+/* Bytes that follow the byte 4 back (a float exponent stream whose rows
+ * have their own scale): ANS1 wins, smaller than order 0 by far; with
+ * mutations, every decode ends in an error or a clean result. */
+static void fill_order1(uint8_t* src, size_t m, uint32_t seed)
+{
+    uint32_t r = seed;
+    for (size_t i = 0; i < m; i++) {
+        r = r * 1103515245u + 12345u;
+        unsigned const u = (r >> 16) & 1023;
+        unsigned const prev = i >= 4 ? src[i - 4] : 100 + (unsigned)(i & 3);
+        /* mostly the same as 4 back, sometimes a step, rarely a jump */
+        unsigned v = prev;
+        if (u < 200) v = prev + 1;
+        else if (u < 400) v = prev - 1;
+        else if (u < 420) v = 100 + (u & 15);
+        if (v < 96) v = 96;
+        if (v > 124) v = 124;
+        src[i] = (uint8_t)v;
+    }
+}
+
+static void test_block_ans1(void** state)
+{
+    codec_state* const s = (codec_state*)*state;
+    size_t const m = LMC_BLOCK_MAX;
+    uint8_t* const src = (uint8_t*)tu_xmalloc(m);
+    unsigned coder;
+    fill_order1(src, m, 7);
+    size_t const o1 = block_roundtrip(s, src, m, 0xFF, &coder);
+    assert_int_equal(coder, LMC_CODER_ANS1);
+    size_t const o0 = block_roundtrip(s, src, m, 0xFF & ~(1u << LMC_CODER_ANS1), &coder);
+    assert_true(coder != LMC_CODER_ANS1);
+    assert_true(o1 < o0 * 3 / 4);
+    /* other lengths, down to where ANS1 is no longer tried */
+    size_t const ms[] = { 65535, 40001, 8197, 4096, 1000 };
+    for (size_t k = 0; k < sizeof(ms) / sizeof(ms[0]); k++) {
+        fill_order1(src, ms[k], (uint32_t)k);
+        block_roundtrip(s, src, ms[k], 0xFF, &coder);
+    }
+    /* the same block made hostile */
+    fill_order1(src, m, 7);
+    uint32_t hist[256];
+    lmc_histogram(hist, src, m);
+    size_t const sz = lmc_block_encode(s->enc, s->buf, src, m, hist, 0xFF);
+    assert_int_equal(s->buf[0], LMC_CODER_ANS1);
+    uint8_t* const t = (uint8_t*)tu_xmalloc(sz);
+    uint32_t r = 99;
+    for (int trial = 0; trial < 3000; trial++) {
+        memcpy(t, s->buf, sz);
+        for (int j = 0; j < 1 + trial % 4; j++) {
+            r = r * 1103515245u + 12345u;
+            /* the header and tables most of the time, anywhere else sometimes */
+            size_t const at = trial % 3 ? 4 + (r >> 8) % 200 : (r >> 8) % sz;
+            t[at] ^= (uint8_t)(1u << ((r >> 4) & 7));
+        }
+        size_t const used = lmc_block_decode(s->dec, s->out, m, t, sz);
+        assert_true(lmc_is_error(used) || used == sz);
+    }
+    /* fields out of range */
+    memcpy(t, s->buf, sz);
+    t[4] = 0; t[5] = 0;   /* distance 0 */
+    assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, m, t, sz)), LMC_ERR_CORRUPT);
+    memcpy(t, s->buf, sz);
+    t[6] = 0;             /* no groups */
+    assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, m, t, sz)), LMC_ERR_CORRUPT);
+    t[6] = LMC_ANS1_MAX_GROUPS + 1;
+    assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, m, t, sz)), LMC_ERR_CORRUPT);
+    memcpy(t, s->buf, sz);
+    if (t[6] >= 2) {      /* first bound 0: not after the implicit 0 */
+        t[7] = 0;
+        assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, m, t, sz)), LMC_ERR_CORRUPT);
+    }
+    /* a distance of m or more: every context is 0, still a valid block */
+    fill_order1(src, 5000, 3);
+    lmc_histogram(hist, src, 5000);
+    size_t const e = lmc_ans1_prepare(&s->enc->ans1, src, 5000, hist, 60000);
+    if (e != SIZE_MAX) {
+        size_t const n = lmc_ans1_encode(&s->enc->ans1, s->buf, LMC_BLOCK_MAX, src, 5000);
+        assert_true(n > 0);
+        assert_int_equal(lmc_ans1_decode(&s->dec->ans1, s->out, 5000, s->buf, n), 0);
+        assert_memory_equal(s->out, src, 5000);
+    }
+    free(t);
+    free(src);
+}
+
 /* Hand-made blocks the decoder must refuse. */
 static void test_block_decode_hostile(void** state)
 {
@@ -595,6 +681,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_roundtrip),
         cmocka_unit_test(test_block_choice),
+        cmocka_unit_test(test_block_ans1),
         cmocka_unit_test(test_huf_lengths),
         cmocka_unit_test(test_huf_canonical),
         cmocka_unit_test(test_huf_read_table),

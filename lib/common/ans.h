@@ -16,4 +16,9 @@
  * so the decoder's renormalisation is a conditional move, not a loop. */
 #define LMC_ANS_STATES    4                           /* symbol i uses state i mod 4 */
 
+
+/* ANS1 (order-1): the table of symbol i is chosen by the byte D places back. */
+#define LMC_ANS1_MAX_GROUPS 16
+#define LMC_ANS1_DIST       4     /* the encoder's D: a float's byte k four values back, one state's previous symbol */
+
 #endif

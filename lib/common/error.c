@@ -103,6 +103,7 @@ const char* lmc_coder_name(unsigned coder)
     case LMC_CODER_RLE_HUF: return "rle+huffman";
     case LMC_CODER_ANS: return "rans";
     case LMC_CODER_REFCTX: return "refctx";
+    case LMC_CODER_ANS1: return "rans-o1";
     }
     return "unknown";
 }

@@ -98,3 +98,116 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
     for (int j = 0; j < LMC_ANS_STATES; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
     return 0;
 }
+
+/* ---- ANS1: order-1 rANS ------------------------------------------------ */
+
+/* Symbol i with state xs: its group from the byte dist back (already
+ * decoded), then as ANS. */
+#define ANS1_GET(xs, i, ctx)                                                                \
+    do {                                                                                    \
+        unsigned const g_ = map[ctx];                                                       \
+        uint32_t const sl_ = (xs) & (LMC_ANS_M - 1);                                        \
+        unsigned const s_ = ws->sym[g_][sl_];                                               \
+        uint32_t const e_ = ws->fc[g_][s_];                                                 \
+        uint32_t const y_ = (e_ & 0xFFFF) * ((xs) >> LMC_ANS_PROB_BITS) + sl_ - (e_ >> 16); \
+        dst[i] = (uint8_t)s_;                                                               \
+        if (y_ < LMC_ANS_L) { (xs) = (y_ << 16) | lmc_rd16(p); p += 2; } else (xs) = y_;    \
+    } while (0)
+
+/* The same, where fewer than 8 bytes may be left: a word must be there. */
+#define ANS1_GET_SAFE(xs, i, ctx)                                                           \
+    do {                                                                                    \
+        unsigned const g_ = map[ctx];                                                       \
+        uint32_t const sl_ = (xs) & (LMC_ANS_M - 1);                                        \
+        unsigned const s_ = ws->sym[g_][sl_];                                               \
+        uint32_t const e_ = ws->fc[g_][s_];                                                 \
+        uint32_t const y_ = (e_ & 0xFFFF) * ((xs) >> LMC_ANS_PROB_BITS) + sl_ - (e_ >> 16); \
+        dst[i] = (uint8_t)s_;                                                               \
+        if (y_ < LMC_ANS_L) {                                                               \
+            LMC_RETURN_IF(end - p < 2, CORRUPT);                                            \
+            (xs) = (y_ << 16) | lmc_rd16(p); p += 2;                                        \
+        } else (xs) = y_;                                                                   \
+    } while (0)
+
+LMC_FORCE_INLINE size_t ans1_rounds(lmc_ans1_dws* ws, uint8_t* dst, size_t i, size_t m, size_t dist,
+                                    const uint8_t** pp, const uint8_t* end, uint32_t* x)
+{
+    const uint8_t* p = *pp;
+    const uint8_t* const map = ws->map;
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+    for (; i + 4 <= m && end - p >= 8; i += 4) {
+        ANS1_GET(x0, i, dst[i - dist]);
+        ANS1_GET(x1, i + 1, dst[i + 1 - dist]);
+        ANS1_GET(x2, i + 2, dst[i + 2 - dist]);
+        ANS1_GET(x3, i + 3, dst[i + 3 - dist]);
+    }
+    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
+    *pp = p;
+    return i;
+}
+
+static size_t ans1_rounds_plain(lmc_ans1_dws* ws, uint8_t* dst, size_t i, size_t m, size_t dist,
+                                const uint8_t** pp, const uint8_t* end, uint32_t* x)
+{ return ans1_rounds(ws, dst, i, m, dist, pp, end, x); }
+#if LMC_HAS_BMI2_DISPATCH
+LMC_TARGET_BMI2 static size_t ans1_rounds_bmi2(lmc_ans1_dws* ws, uint8_t* dst, size_t i, size_t m, size_t dist,
+                                               const uint8_t** pp, const uint8_t* end, uint32_t* x)
+{ return ans1_rounds(ws, dst, i, m, dist, pp, end, x); }
+#endif
+
+size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
+{
+    LMC_RETURN_IF(size < 3, TRUNCATED);
+    size_t const dist = lmc_rd16(src);
+    unsigned const G = src[2];
+    LMC_RETURN_IF(dist == 0 || G == 0 || G > LMC_ANS1_MAX_GROUPS, CORRUPT);
+    size_t pos = 3;
+    LMC_RETURN_IF(size - pos < G - 1, TRUNCATED);
+    unsigned bound[LMC_ANS1_MAX_GROUPS + 1];
+    bound[0] = 0; bound[G] = 256;
+    for (unsigned g = 1; g < G; g++) {
+        bound[g] = src[pos++];
+        LMC_RETURN_IF(bound[g] <= bound[g - 1], CORRUPT);
+    }
+    for (unsigned g = 0; g < G; g++) {
+        for (unsigned c = bound[g]; c < bound[g + 1]; c++) ws->map[c] = (uint8_t)g;
+        size_t const tsz = lmc_freq_read(ws->freq, 256, src + pos, size - pos);
+        LMC_FORWARD(tsz);
+        pos += tsz;
+        uint32_t cum = 0;
+        for (unsigned s = 0; s < 256; s++) {
+            uint32_t const f = ws->freq[s];
+            ws->fc[g][s] = f | cum << 16;
+            if (!f) continue;
+            memset(ws->sym[g] + cum, (int)s, f);
+            cum += f;
+        }
+    }
+    LMC_RETURN_IF(size - pos < 4 * LMC_ANS_STATES, TRUNCATED);
+    uint32_t x[LMC_ANS_STATES];
+    for (int j = 0; j < LMC_ANS_STATES; j++) {
+        x[j] = lmc_rd32(src + pos); pos += 4;
+        LMC_RETURN_IF(x[j] < LMC_ANS_L, CORRUPT);
+    }
+    const uint8_t* p = src + pos;
+    const uint8_t* const end = src + size;
+    const uint8_t* const map = ws->map;
+    /* the first dist symbols have context 0; then the fast rounds */
+    size_t i = 0;
+    for (; i < m && (i < dist || (i & 3)); i++) {
+        int const j = (int)(i & 3);
+        ANS1_GET_SAFE(x[j], i, i >= dist ? dst[i - dist] : 0);
+    }
+#if LMC_HAS_BMI2_DISPATCH
+    if (lmc_cpu_has_bmi2()) i = ans1_rounds_bmi2(ws, dst, i, m, dist, &p, end, x);
+    else
+#endif
+    i = ans1_rounds_plain(ws, dst, i, m, dist, &p, end, x);
+    for (; i < m; i++) {
+        int const j = (int)(i & 3);
+        ANS1_GET_SAFE(x[j], i, dst[i - dist]);
+    }
+    LMC_RETURN_IF(p != end, CORRUPT);
+    for (int j = 0; j < LMC_ANS_STATES; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
+    return 0;
+}

@@ -298,7 +298,8 @@ size_t lmc_block_skip(const uint8_t* src, size_t srcSize, size_t m, unsigned* co
         return 2;
     case LMC_CODER_HUF:
     case LMC_CODER_RLE_HUF:
-    case LMC_CODER_ANS: {
+    case LMC_CODER_ANS:
+    case LMC_CODER_ANS1: {
         LMC_RETURN_IF(srcSize < 4, TRUNCATED);
         size_t const payload = lmc_rd24(src + 1);
         LMC_RETURN_IF(payload > srcSize - 4, TRUNCATED);
@@ -320,6 +321,7 @@ size_t lmc_block_decode(lmc_block_dws* ws, uint8_t* dst, size_t m, const uint8_t
     case LMC_CODER_CONST: memset(dst, src[1], m); break;
     case LMC_CODER_HUF:   LMC_FORWARD(decode_huf(ws, dst, m, src + 4, total - 4)); break;
     case LMC_CODER_ANS:   LMC_FORWARD(lmc_ans_decode(&ws->ans, dst, m, src + 4, total - 4)); break;
+    case LMC_CODER_ANS1:  LMC_FORWARD(lmc_ans1_decode(&ws->ans1, dst, m, src + 4, total - 4)); break;
     default:              LMC_FORWARD(decode_rle(ws, dst, m, src + 4, total - 4)); break;
     }
     return total;

@@ -13,6 +13,7 @@ typedef struct {
     uint8_t  len[LMC_ALPHA_RLE];
     uint16_t code[LMC_ALPHA_RLE];
     lmc_ans_dws ans;
+    lmc_ans1_dws ans1;
 } lmc_block_dws;
 
 /* Reads a Huffman table (u16 nsym + nibbles) for an alphabet of `alpha`

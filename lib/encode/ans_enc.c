@@ -133,3 +133,146 @@ size_t lmc_ans_encode(lmc_ans_ws* ws, uint8_t* dst, size_t cap, const uint8_t* s
     memcpy(o, p, body);
     return total;
 }
+
+/* ---- ANS1: order-1 rANS ------------------------------------------------ */
+
+/* Empirical bits of the counts in rows[0..n) (nsym wide), each row coded
+ * with its own table (tables not counted). */
+static float rows_bits(const uint32_t* rows, unsigned n, unsigned nsym)
+{
+    float bits = 0;
+    for (unsigned r = 0; r < n; r++) {
+        const uint32_t* const c = rows + (size_t)r * nsym;
+        uint32_t t = 0;
+        float s = 0;
+        for (unsigned k = 0; k < nsym; k++) if (c[k]) { t += c[k]; s += (float)c[k] * lmc_fast_log2((float)c[k]); }
+        if (t) bits += (float)t * lmc_fast_log2((float)t) - s;
+    }
+    return bits;
+}
+
+size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uint32_t hist[256], unsigned dist)
+{
+    /* symbols as dense indices, and a row for every context: each byte of
+     * the block, and 0 (the context of the first dist symbols), in order */
+    unsigned nsym = 0, n = 0;
+    for (unsigned c = 0; c < 256; c++) {
+        if (hist[c]) { ws->sidx[c] = (uint8_t)nsym; ws->sym_of[nsym++] = (uint8_t)c; }
+        if (!hist[c] && c) continue;
+        if (n == LMC_ANS1_MAX_CTX || nsym > LMC_ANS1_MAX_CTX) return SIZE_MAX;
+        ws->row[c] = (uint8_t)n;
+        ws->first[n++] = (uint8_t)c;
+    }
+    size_t const rowsz = (size_t)nsym * sizeof(uint32_t);
+    uint32_t* const cnt = &ws->count[0][0];
+#define CNT(r) (cnt + (size_t)(r) * nsym)
+    /* a sample first (every 8th symbol): where the context saves under 10 %
+     * of the order-0 bits, the tables would eat most of it */
+    if (m <= dist + 8 * 1024) return SIZE_MAX;
+    memset(cnt, 0, (size_t)n * rowsz);
+    uint32_t o0[LMC_ANS1_MAX_CTX] = { 0 };
+    for (size_t i = dist; i < m; i += 8) {
+        unsigned const k = ws->sidx[src[i]];
+        CNT(ws->row[src[i - dist]])[k]++;
+        o0[k]++;
+    }
+    /* (a sample's entropy is low by about 0.72 bits per count cell in use:
+     * Miller and Madow's correction, so that many thin rows do not pass) */
+    unsigned cells = 0, used = 0;
+    for (unsigned j = 0; j < n * nsym; j++) cells += cnt[j] != 0;
+    for (unsigned j = 0; j < nsym; j++) used += o0[j] != 0;
+    if (rows_bits(cnt, n, nsym) + 0.72f * (float)cells > 0.9f * (rows_bits(o0, 1, nsym) + 0.72f * (float)used)) return SIZE_MAX;
+    memset(cnt, 0, (size_t)n * rowsz);
+    size_t const head = LMC_MIN((size_t)dist, m);
+    uint32_t* const row0 = CNT(ws->row[0]);
+    for (size_t i = 0; i < head; i++) row0[ws->sidx[src[i]]]++;
+    for (size_t i = dist; i < m; i++) CNT(ws->row[src[i - dist]])[ws->sidx[src[i]]]++;
+    /* a byte met only in the last dist places is no context: drop its row */
+    unsigned k = 0;
+    for (unsigned j = 0; j < n; j++) {
+        uint32_t any = 0;
+        for (unsigned s = 0; s < nsym; s++) any |= CNT(j)[s];
+        if (!any) continue;
+        if (k != j) { memmove(CNT(k), CNT(j), rowsz); ws->first[k] = ws->first[j]; }
+        k++;
+    }
+    unsigned const G = lmc_freq_merge(cnt, nsym, ws->first, k, nsym, LMC_ANS1_MAX_GROUPS);
+    ws->ngroups = G; ws->dist = dist;
+    /* contexts absent from the block never occur: they join whichever group */
+    for (unsigned g = 0, c = 0; c < 256; c++) {
+        if (g + 1 < G && c == ws->first[g + 1]) g++;
+        ws->map[c] = (uint8_t)g;
+    }
+    size_t size = 2 + 1 + (G - 1) + 4 * LMC_ANS_STATES + 2;
+    float bits = 0;
+    for (unsigned g = 0; g < G; g++) {
+        uint64_t tot = 0;
+        uint16_t f[LMC_ANS1_MAX_CTX];
+        for (unsigned s = 0; s < nsym; s++) tot += CNT(g)[s];
+        lmc_freq_normalise(f, CNT(g), nsym, tot);
+        memset(ws->freq[g], 0, sizeof(ws->freq[g]));
+        for (unsigned s = 0; s < nsym; s++) {
+            ws->freq[g][ws->sym_of[s]] = f[s];
+            if (CNT(g)[s] && f[s] < LMC_ANS_M)
+                bits += (float)CNT(g)[s] * (LMC_ANS_PROB_BITS - lmc_fast_log2((float)f[s]));
+        }
+        size += lmc_freq_size(ws->freq[g], 256);
+    }
+#undef CNT
+    return size + (size_t)(bits / 8);
+}
+
+/* One symbol of ANS1 into state xs with its group's view e of the symbol. */
+#define ANS1_PUT(xs, e)                                                                   \
+    do {                                                                                  \
+        if ((xs) >= (e)->xmax) { wp -= 2; lmc_wr16(wp, (uint16_t)(xs)); (xs) >>= 16; }    \
+        uint32_t const q_ = (uint32_t)(((uint64_t)(xs) * (e)->rcp) >> 32) >> (e)->shift;  \
+        (xs) = (xs) + (e)->bias + q_ * (e)->cmpl;                                         \
+    } while (0)
+
+size_t lmc_ans1_encode(lmc_ans1_ws* ws, uint8_t* dst, size_t cap, const uint8_t* src, size_t m)
+{
+    unsigned const G = ws->ngroups;
+    size_t const dist = ws->dist;
+    if (m > sizeof(ws->scratch) / 2 - 32) return 0;   /* a word per symbol at most: never with blocks of 64 KiB */
+    for (unsigned g = 0; g < G; g++) lmc_freq_esyms(ws->esym[g], ws->freq[g], 256);
+    uint8_t* const end = ws->scratch + sizeof(ws->scratch);
+    uint8_t* wp = end;
+    uint32_t x[LMC_ANS_STATES] = { LMC_ANS_L, LMC_ANS_L, LMC_ANS_L, LMC_ANS_L };
+    /* backwards: symbol i's context src[i - dist] is still to be coded, so
+     * the decoder has it when it meets symbol i */
+    size_t i = m;
+    while (i & 3) {
+        i--;
+        const lmc_freq_esym* const e = &ws->esym[ws->map[i >= dist ? src[i - dist] : 0]][src[i]];
+        ANS1_PUT(x[i & 3], e);
+    }
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+    /* each symbol writes at most one word: 8 bytes a round, and the scratch holds 2 per symbol */
+    while (i >= 4 && i - 4 >= dist) {
+        i -= 4;
+        const lmc_freq_esym* const e3 = &ws->esym[ws->map[src[i + 3 - dist]]][src[i + 3]];
+        const lmc_freq_esym* const e2 = &ws->esym[ws->map[src[i + 2 - dist]]][src[i + 2]];
+        const lmc_freq_esym* const e1 = &ws->esym[ws->map[src[i + 1 - dist]]][src[i + 1]];
+        const lmc_freq_esym* const e0 = &ws->esym[ws->map[src[i - dist]]][src[i]];
+        ANS1_PUT(x3, e3); ANS1_PUT(x2, e2); ANS1_PUT(x1, e1); ANS1_PUT(x0, e0);
+    }
+    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
+    while (i) {
+        i--;
+        const lmc_freq_esym* const e = &ws->esym[ws->map[i >= dist ? src[i - dist] : 0]][src[i]];
+        ANS1_PUT(x[i & 3], e);
+    }
+    size_t const body = (size_t)(end - wp);
+    size_t total = 2 + 1 + (G - 1) + 4 * LMC_ANS_STATES + body;
+    for (unsigned g = 0; g < G; g++) total += lmc_freq_size(ws->freq[g], 256);
+    if (total > cap) return 0;
+    uint8_t* o = dst;
+    lmc_wr16(o, (uint16_t)dist); o += 2;
+    *o++ = (uint8_t)G;
+    for (unsigned g = 1; g < G; g++) *o++ = ws->first[g];
+    for (unsigned g = 0; g < G; g++) o += lmc_freq_write(o, ws->freq[g], 256);
+    for (int j = 0; j < LMC_ANS_STATES; j++) { lmc_wr32(o, x[j]); o += 4; }
+    memcpy(o, wp, body);
+    return total;
+}

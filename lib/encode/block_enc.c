@@ -682,6 +682,19 @@ static size_t rle_size(lmc_block_ws* ws, uint64_t ext)
     return 1 + 3 + table_size(ws->len_rle, LMC_ALPHA_RLE) + 1 + 3 + (size_t)((bits + 7) >> 3);
 }
 
+/* ANS1 in place of a block of `limit` bytes, when its estimate (est) beats
+ * that by 5 % (it decodes slower than Huffman) and it codes within it; 0
+ * otherwise, dst untouched. */
+static size_t try_ans1(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size_t m, size_t est, size_t limit)
+{
+    if (est == SIZE_MAX || (double)est >= 0.95 * (double)limit) return 0;
+    size_t const sz = lmc_ans1_encode(&ws->ans1, dst + 4, limit - 5, src, m);
+    if (!sz) return 0;
+    dst[0] = LMC_CODER_ANS1;
+    lmc_wr24(dst + 1, (uint32_t)sz);
+    return 4 + sz;
+}
+
 size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size_t m,
                         const uint32_t hist[256], unsigned coders)
 {
@@ -698,6 +711,16 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
     int const rle_cand = (coders & (1u << LMC_CODER_RLE_HUF)) && (uint64_t)hist[top] * 4 > m;
     size_t ans_est = 0, ans_sz = 0, rle_sz = (size_t)-1;
     int ans_done = 0;
+    /* ANS1 (order 1) on streams of few distinct bytes, where a byte predicts
+     * the next ones (the exponents of Adam's second moment, by row): its
+     * estimate, and it replaces whatever the order-0 choice below would
+     * return when it beats that by 3 % */
+    size_t ans1_est = SIZE_MAX;
+    if ((coders & (1u << LMC_CODER_ANS1)) && nsymbols > 1 && nsymbols < LMC_ANS1_MAX_CTX && m >= 4096)
+    {
+        size_t const e = lmc_ans1_prepare(&ws->ans1, src, m, hist, LMC_ANS1_DIST);
+        if (e != SIZE_MAX) ans1_est = 4 + e;
+    }
 
     /* The choice is: the smallest of RAW, HUF and RLE_HUF (sizes exact;
      * RLE_HUF only where an estimate says it may pay), then ANS instead if its
@@ -714,7 +737,10 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         if ((double)ans_est < 0.97 * (double)lb) {
             ans_sz = lmc_ans_encode(&ws->ans, dst + 4, m - 4, src, m);
             ans_done = 1;
-            if (ans_sz && ans_sz + 5 <= lb) return ans_block(dst, ans_sz);
+            if (ans_sz && ans_sz + 5 <= lb) {
+                size_t const a1 = try_ans1(ws, dst, src, m, ans1_est, 4 + ans_sz);
+                return a1 ? a1 : ans_block(dst, ans_sz);
+            }
         }
     }
 
@@ -756,7 +782,14 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         /* already coded above with a looser limit: the payload is the same,
          * only whether it fits differs */
         if (!ans_done) ans_sz = lmc_ans_encode(&ws->ans, dst + 4, best - 5, src, m);
-        if (ans_sz && ans_sz + 5 <= best) return ans_block(dst, ans_sz);
+        if (ans_sz && ans_sz + 5 <= best) {
+            size_t const a1 = try_ans1(ws, dst, src, m, ans1_est, 4 + ans_sz);
+            return a1 ? a1 : ans_block(dst, ans_sz);
+        }
+    }
+    {
+        size_t const a1 = try_ans1(ws, dst, src, m, ans1_est, best);
+        if (a1) return a1;
     }
 
     if (mode == LMC_CODER_RAW) {

@@ -17,6 +17,7 @@ typedef struct {
     uint16_t code[LMC_ALPHA_RLE];
     uint32_t sort_a[LMC_ALPHA_RLE], sort_b[LMC_ALPHA_RLE];
     lmc_ans_ws ans;
+    lmc_ans1_ws ans1;
 } lmc_block_ws;
 
 /* Worst-case output of lmc_block_encode for m bytes: a RAW block. The writer

@@ -1,4 +1,5 @@
 /* freq_enc.c - rANS frequency tables (doc/format.md, "ANS"). */
+#include <string.h>
 #include "freq_enc.h"
 #include "mem.h"
 
@@ -89,4 +90,59 @@ void lmc_freq_esyms(lmc_freq_esym* e, const uint16_t* f, unsigned alpha)
         }
         cum += fs;
     }
+}
+
+/* Bits to code a group's symbols with its own table, plus the table: the
+ * entropy, then lmc_freq_write's bytes roughly (a frequency >= 128 of 4096,
+ * two bytes, goes to roughly the symbols above 1/32). */
+static float group_cost(const uint32_t* c, unsigned alpha)
+{
+    uint32_t n = 0;
+    float s = 0;
+    size_t table = 2 + 1;
+    unsigned zeros = 0;
+    for (unsigned a = 0; a < alpha; a++) {
+        if (!c[a]) { zeros++; continue; }
+        if (zeros) { table += 2; zeros = 0; }
+        n += c[a];
+        s += (float)c[a] * lmc_fast_log2((float)c[a]);
+        table += 1;
+    }
+    if (!n) return 0;
+    for (unsigned a = 0; a < alpha; a++) table += (uint64_t)c[a] * 32 >= n;
+    return (float)n * lmc_fast_log2((float)n) - s + 8.0f * (float)table;
+}
+
+static float merged_cost(const uint32_t* a, const uint32_t* b, unsigned alpha)
+{
+    uint32_t t[256];
+    for (unsigned s = 0; s < alpha; s++) t[s] = a[s] + b[s];
+    return group_cost(t, alpha);
+}
+
+unsigned lmc_freq_merge(uint32_t* rows, size_t stride, uint8_t* first, unsigned n, unsigned alpha, unsigned max_groups)
+{
+    unsigned G = n;
+    float cost[256], delta[256];
+#define ROW(g) (rows + (size_t)(g) * stride)
+    for (unsigned g = 0; g < G; g++) cost[g] = group_cost(ROW(g), alpha);
+    for (unsigned g = 0; g + 1 < G; g++) delta[g] = merged_cost(ROW(g), ROW(g + 1), alpha) - cost[g] - cost[g + 1];
+    while (G > 1) {
+        unsigned best = 0;
+        for (unsigned g = 1; g + 1 < G; g++) if (delta[g] < delta[best]) best = g;
+        if (G <= max_groups && delta[best] >= 0) break;
+        for (unsigned s = 0; s < alpha; s++) ROW(best)[s] += ROW(best + 1)[s];
+        cost[best] += cost[best + 1] + delta[best];
+        for (unsigned g = best + 1; g + 1 < G; g++) {
+            first[g] = first[g + 1];
+            cost[g] = cost[g + 1];
+            delta[g] = delta[g + 1];
+            memcpy(ROW(g), ROW(g + 1), alpha * sizeof(uint32_t));
+        }
+        G--;
+        if (best > 0) delta[best - 1] = merged_cost(ROW(best - 1), ROW(best), alpha) - cost[best - 1] - cost[best];
+        if (best + 1 < G) delta[best] = merged_cost(ROW(best), ROW(best + 1), alpha) - cost[best] - cost[best + 1];
+    }
+#undef ROW
+    return G;
 }

@@ -24,4 +24,12 @@ typedef struct {
 } lmc_freq_esym;
 void lmc_freq_esyms(lmc_freq_esym* e, const uint16_t* f, unsigned alpha);
 
+/* Context merging for context-modelled coders (REFCTX, ANS1): rows[0..n)
+ * hold the symbol counts (alpha wide, stride apart) of the contexts present,
+ * in context order, first[k] the context of row k. Neighbouring rows are
+ * merged greedily, cheapest first, while a merge costs fewer bits than the
+ * table it saves, and until at most max_groups remain. The groups are left
+ * in rows[0..G) and first[0..G); returns G (n <= 256). */
+unsigned lmc_freq_merge(uint32_t* rows, size_t stride, uint8_t* first, unsigned n, unsigned alpha, unsigned max_groups);
+
 #endif

@@ -360,62 +360,16 @@ static void collect_counts(lmc_refctx_ws* ws, ctxrange cr)
     ws->npresent = np;
 }
 
-/* Bits to code a group's tokens with its own order-0 table, plus the table
- * and its bound byte. */
-static float group_cost(const uint32_t* c, unsigned alpha)
-{
-    uint32_t n = 0;
-    float s = 0;
-    size_t table = 2 + 1;
-    unsigned zeros = 0;
-    for (unsigned a = 0; a < alpha; a++) {
-        if (!c[a]) { zeros++; continue; }
-        if (zeros) { table += 2; zeros = 0; }
-        n += c[a];
-        s += (float)c[a] * lmc_fast_log2((float)c[a]);
-        table += 1;
-    }
-    if (!n) return 0;
-    /* a frequency >= 128 of 4096 takes two bytes: roughly the symbols above 1/32 */
-    for (unsigned a = 0; a < alpha; a++) table += (uint64_t)c[a] * 32 >= n;
-    return (float)n * lmc_fast_log2((float)n) - s + 8.0f * (float)table;
-}
-
-static float merged_cost(const uint32_t* a, const uint32_t* b, unsigned alpha)
-{
-    uint32_t t[LMC_REFCTX_ALPHA_MAX];
-    for (unsigned s = 0; s < alpha; s++) t[s] = a[s] + b[s];
-    return group_cost(t, alpha);
-}
-
 static void build_groups(lmc_refctx_ws* ws)
 {
     unsigned const alpha = ws->alpha;
     unsigned G = ws->npresent;
     uint8_t first[LMC_REFCTX_CONTEXTS];
-    float cost[LMC_REFCTX_CONTEXTS], delta[LMC_REFCTX_CONTEXTS];
     for (unsigned g = 0; g < G; g++) {
         first[g] = ws->present[g];
         memcpy(ws->gcount[g], ws->count[ws->present[g]], alpha * sizeof(uint32_t));
-        cost[g] = group_cost(ws->gcount[g], alpha);
     }
-    for (unsigned g = 0; g + 1 < G; g++) delta[g] = merged_cost(ws->gcount[g], ws->gcount[g + 1], alpha) - cost[g] - cost[g + 1];
-    while (G > 1) {
-        unsigned best = 0;
-        for (unsigned g = 1; g + 1 < G; g++) if (delta[g] < delta[best]) best = g;
-        if (G <= LMC_REFCTX_MAX_GROUPS && delta[best] >= 0) break;
-        for (unsigned s = 0; s < alpha; s++) ws->gcount[best][s] += ws->gcount[best + 1][s];
-        cost[best] += cost[best + 1] + delta[best];
-        for (unsigned g = best + 1; g + 1 < G; g++) {
-            first[g] = first[g + 1];
-            cost[g] = cost[g + 1];
-            delta[g] = delta[g + 1];
-            memcpy(ws->gcount[g], ws->gcount[g + 1], alpha * sizeof(uint32_t));
-        }
-        G--;
-        if (best > 0) delta[best - 1] = merged_cost(ws->gcount[best - 1], ws->gcount[best], alpha) - cost[best - 1] - cost[best];
-        if (best + 1 < G) delta[best] = merged_cost(ws->gcount[best], ws->gcount[best + 1], alpha) - cost[best] - cost[best + 1];
-    }
+    G = lmc_freq_merge(&ws->gcount[0][0], LMC_REFCTX_ALPHA_MAX, first, G, alpha, LMC_REFCTX_MAX_GROUPS);
     /* contexts absent from the block never occur: they join whichever group */
     ws->ngroups = G;
     ws->bound[0] = 0;
