@@ -91,7 +91,7 @@ static size_t block_roundtrip(codec_state* s, const uint8_t* src, size_t m, unsi
     for (int k = 0; k < 256; k++) total += hist[k];
     assert_int_equal(total, m);
     memset(s->buf, 0xEE, LMC_BLOCK_BOUND(m) + LMC_BLOCK_SLACK);
-    size_t const sz = lmc_block_encode(s->enc, s->buf, src, m, hist, coders);
+    size_t const sz = lmc_block_encode(s->enc, s->buf, src, m, hist, coders, 0);
     assert_true(sz >= 2 && sz <= LMC_BLOCK_BOUND(m));
     *coder = coder_of(s->buf);
     assert_true(*coder <= LMC_CODER_ANS || *coder == LMC_CODER_ANS1);
@@ -395,11 +395,33 @@ static void test_block_ans1(void** state)
         fill_order1(src, ms[k], (uint32_t)k);
         block_roundtrip(s, src, ms[k], 0xFF, &coder);
     }
+    /* columns with their own scale: the byte a row up predicts, the one 4
+     * back does not; given the row length the encoder takes D = row */
+    {
+        unsigned const row = 300;
+        uint32_t r = 11;
+        uint8_t col[300];
+        for (unsigned c = 0; c < row; c++) { r = r * 1103515245u + 12345u; col[c] = (uint8_t)(100 + ((r >> 16) % 24)); }
+        for (size_t i = 0; i < m; i++) {
+            r = r * 1103515245u + 12345u;
+            unsigned const u = (r >> 16) & 1023;
+            src[i] = (uint8_t)(col[i % row] + (u < 300 ? 1 : 0) - (u > 900 ? 1 : 0));
+        }
+        uint32_t h[256];
+        lmc_histogram(h, src, m);
+        size_t const a = lmc_block_encode(s->enc, s->buf, src, m, h, 0xFF, row);
+        assert_int_equal(s->buf[0], LMC_CODER_ANS1);
+        assert_int_equal(s->buf[4] | s->buf[5] << 8, row);
+        assert_int_equal(lmc_block_decode(s->dec, s->out, m, s->buf, a), a);
+        assert_memory_equal(s->out, src, m);
+        size_t const b = lmc_block_encode(s->enc, s->buf, src, m, h, 0xFF, 0);
+        assert_true(a < b * 3 / 4);
+    }
     /* the same block made hostile */
     fill_order1(src, m, 7);
     uint32_t hist[256];
     lmc_histogram(hist, src, m);
-    size_t const sz = lmc_block_encode(s->enc, s->buf, src, m, hist, 0xFF);
+    size_t const sz = lmc_block_encode(s->enc, s->buf, src, m, hist, 0xFF, 0);
     assert_int_equal(s->buf[0], LMC_CODER_ANS1);
     uint8_t* const t = (uint8_t*)tu_xmalloc(sz);
     uint32_t r = 99;
@@ -428,15 +450,21 @@ static void test_block_ans1(void** state)
         t[7] = 0;
         assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, m, t, sz)), LMC_ERR_CORRUPT);
     }
-    /* a distance of m or more: every context is 0, still a valid block */
-    fill_order1(src, 5000, 3);
-    lmc_histogram(hist, src, 5000);
-    size_t const e = lmc_ans1_prepare(&s->enc->ans1, src, 5000, hist, 60000);
-    if (e != SIZE_MAX) {
-        size_t const n = lmc_ans1_encode(&s->enc->ans1, s->buf, LMC_BLOCK_MAX, src, 5000);
-        assert_true(n > 0);
-        assert_int_equal(lmc_ans1_decode(&s->dec->ans1, s->out, 5000, s->buf, n), 0);
-        assert_memory_equal(s->out, src, 5000);
+    /* a distance of m or more: every context is 0. By hand: one group whose
+     * table gives symbol 100 all of M, so no state moves and no word is read */
+    {
+        uint8_t const blk[] = { 0x60, 0xEA,                 /* D = 60000 */
+                                1,                          /* G */
+                                101, 0, 0, 99, 0x90, 0x00,  /* nsym 101: 100 absent, then 4096 */
+                                0, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 0x80, 0, 0, 0, 0x80, 0, 0 };
+        memset(s->out, 0, 5000);
+        assert_int_equal(lmc_ans1_decode(&s->dec->ans1, s->out, 5000, blk, sizeof(blk)), 0);
+        for (size_t i = 0; i < 5000; i++) assert_int_equal(s->out[i], 100);
+        /* one byte more is not consumed: refused */
+        uint8_t longer[sizeof(blk) + 2];
+        memcpy(longer, blk, sizeof(blk));
+        longer[sizeof(blk)] = longer[sizeof(blk) + 1] = 0;
+        assert_int_equal(lmc_get_error(lmc_ans1_decode(&s->dec->ans1, s->out, 5000, longer, sizeof(longer))), LMC_ERR_CORRUPT);
     }
     free(t);
     free(src);

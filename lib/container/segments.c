@@ -27,7 +27,15 @@ static int push(lmc_segs* s, uint64_t off, uint64_t len, unsigned width, unsigne
     g->off = off; g->len = len; g->ref_off = ref_off;
     g->width = (uint8_t)width; g->dtype = (uint8_t)dtype; g->xor_ref = (uint8_t)(xr != 0);
     g->float_like = (uint8_t)(is_float(dtype) && width > 1);
+    g->row = 0;
     return 0;
+}
+
+/* The last segment pushed is tensor t: its row length, for order-1 contexts
+ * one row up (doc/format.md, "ANS1"). */
+static void set_row(lmc_segs* s, const lmc_st_tensor* t)
+{
+    if (s->n && t->ndim >= 2 && t->shape[t->ndim - 1] <= 65535) s->v[s->n - 1].row = (uint32_t)t->shape[t->ndim - 1];
 }
 
 /* [off, end): coded with `width`, XORed against the reference at the same
@@ -87,6 +95,7 @@ static int build_safetensors(lmc_segs* s, const lmc_st_info* in, const uint8_t* 
         } else {
             if (push(s, t->begin, t->end - t->begin, t->width, t->dtype, 0, 0)) { rc = -1; goto out; }
         }
+        set_row(s, t);
     }
     if (push(s, in->data_end, UINT64_MAX - in->data_end, 1, LMC_DTYPE_BYTES, 0, 0)) rc = -1;
 out:

@@ -103,7 +103,7 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
 
 /* Symbol i with state xs: its group from the byte dist back (already
  * decoded), then as ANS. */
-#define ANS1_GET(xs, i, ctx)                                                                \
+#define ANS1_GET_C(xs, i, ctx, out)                                                         \
     do {                                                                                    \
         unsigned const g_ = map[ctx];                                                       \
         uint32_t const sl_ = (xs) & (LMC_ANS_M - 1);                                        \
@@ -111,8 +111,10 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
         uint32_t const e_ = ws->fc[g_][s_];                                                 \
         uint32_t const y_ = (e_ & 0xFFFF) * ((xs) >> LMC_ANS_PROB_BITS) + sl_ - (e_ >> 16); \
         dst[i] = (uint8_t)s_;                                                               \
+        (out) = s_;                                                                         \
         if (y_ < LMC_ANS_L) { (xs) = (y_ << 16) | lmc_rd16(p); p += 2; } else (xs) = y_;    \
     } while (0)
+#define ANS1_GET(xs, i, ctx) ANS1_GET_C(xs, i, ctx, sink)
 
 /* The same, where fewer than 8 bytes may be left: a word must be there. */
 #define ANS1_GET_SAFE(xs, i, ctx)                                                           \
@@ -134,13 +136,26 @@ LMC_FORCE_INLINE size_t ans1_rounds(lmc_ans1_dws* ws, uint8_t* dst, size_t i, si
 {
     const uint8_t* p = *pp;
     const uint8_t* const map = ws->map;
+    unsigned sink;
     uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+    if (dist == 4 && i >= 4) {
+        /* each state's context is its own last symbol: kept in a register,
+         * the chain does not wait for a store to come back as a load */
+        unsigned c0 = dst[i - 4], c1 = dst[i - 3], c2 = dst[i - 2], c3 = dst[i - 1];
+        for (; i + 4 <= m && end - p >= 8; i += 4) {
+            ANS1_GET_C(x0, i, c0, c0);
+            ANS1_GET_C(x1, i + 1, c1, c1);
+            ANS1_GET_C(x2, i + 2, c2, c2);
+            ANS1_GET_C(x3, i + 3, c3, c3);
+        }
+    }
     for (; i + 4 <= m && end - p >= 8; i += 4) {
         ANS1_GET(x0, i, dst[i - dist]);
         ANS1_GET(x1, i + 1, dst[i + 1 - dist]);
         ANS1_GET(x2, i + 2, dst[i + 2 - dist]);
         ANS1_GET(x3, i + 3, dst[i + 3 - dist]);
     }
+    (void)sink;
     x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     *pp = p;
     return i;

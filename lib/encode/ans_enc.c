@@ -81,12 +81,12 @@ LMC_TARGET_BMI2 static size_t ans_rounds_bmi2(const lmc_ans_esym* S, const uint8
 { return ans_rounds(S, src, i, x, wp, nk, lo); }
 #endif
 
-size_t lmc_ans_encode(lmc_ans_ws* ws, uint8_t* dst, size_t cap, const uint8_t* src, size_t m)
+/* The coder's view of each symbol of a table. */
+static void build_esym(lmc_ans_esym* e, const uint16_t* freq)
 {
     uint32_t cum = 0;
     for (unsigned s = 0; s < 256; s++) {
-        uint32_t const f = ws->freq[s];
-        lmc_ans_esym* const e = &ws->sym;
+        uint32_t const f = freq[s];
         if (!f) continue;
         e->xmax_m1[s] = ((uint64_t)(LMC_ANS_L >> LMC_ANS_PROB_BITS) << 16) * f - 1;
         e->cmpl[s] = LMC_ANS_M - f;
@@ -104,6 +104,11 @@ size_t lmc_ans_encode(lmc_ans_ws* ws, uint8_t* dst, size_t cap, const uint8_t* s
         }
         cum += f;
     }
+}
+
+size_t lmc_ans_encode(lmc_ans_ws* ws, uint8_t* dst, size_t cap, const uint8_t* src, size_t m)
+{
+    build_esym(&ws->sym, ws->freq);
     uint8_t* const end = ws->scratch + sizeof(ws->scratch);
     uint8_t* const wp = end - 2;
     size_t nk = 0;
@@ -151,42 +156,80 @@ static float rows_bits(const uint32_t* rows, unsigned n, unsigned nsym)
     return bits;
 }
 
-size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uint32_t hist[256], unsigned dist)
+/* Counts (context row, symbol) of src[i] for i = start, start + step, ...
+ * below m into ws->count (cells rows x nsym, flat): in 4 tables of 16-bit
+ * counts taken in turn, so that a run of equal pairs (an exponent stream has
+ * many) increments four counters, not one through the store-to-load chain;
+ * then summed. A table sees at most 16384 of a 65536-symbol block. */
+static void count_lanes(lmc_ans1_ws* ws, const uint8_t* src, size_t dist, size_t m, size_t step, unsigned cells, unsigned nsym)
+{
+    uint16_t* const l = &ws->lane[0][0];
+    size_t const L = LMC_ANS1_MAX_CTX * LMC_ANS1_MAX_CTX;
+    for (int k = 0; k < 4; k++) memset(l + k * L, 0, cells * sizeof(uint16_t));
+    size_t i = dist, k = 0;
+    for (; i + 3 * step < m; i += 4 * step, k += 4) {
+        l[ws->row[src[i - dist]] * nsym + ws->sidx[src[i]]]++;
+        l[L + ws->row[src[i + step - dist]] * nsym + ws->sidx[src[i + step]]]++;
+        l[2 * L + ws->row[src[i + 2 * step - dist]] * nsym + ws->sidx[src[i + 2 * step]]]++;
+        l[3 * L + ws->row[src[i + 3 * step - dist]] * nsym + ws->sidx[src[i + 3 * step]]]++;
+    }
+    for (; i < m; i += step) l[ws->row[src[i - dist]] * nsym + ws->sidx[src[i]]]++;
+    uint32_t* const cnt = &ws->count[0][0];
+    for (unsigned j = 0; j < cells; j++) cnt[j] = (uint32_t)l[j] + l[L + j] + l[2 * L + j] + l[3 * L + j];
+}
+
+/* The sample's bits for context distance dist, corrected (see below). */
+static float sample_bits(lmc_ans1_ws* ws, const uint8_t* src, size_t m, unsigned n, unsigned nsym, size_t dist)
+{
+    uint32_t* const cnt = &ws->count[0][0];
+    count_lanes(ws, src, dist, m, 8, n * nsym, nsym);
+    unsigned cells = 0;
+    for (unsigned j = 0; j < n * nsym; j++) cells += cnt[j] != 0;
+    return rows_bits(cnt, n, nsym) + 0.72f * (float)cells;
+}
+
+size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uint32_t hist[256],
+                        const unsigned* dists, unsigned ndist)
 {
     /* symbols as dense indices, and a row for every context: each byte of
      * the block, and 0 (the context of the first dist symbols), in order */
     unsigned nsym = 0, n = 0;
     for (unsigned c = 0; c < 256; c++) {
-        if (hist[c]) { ws->sidx[c] = (uint8_t)nsym; ws->sym_of[nsym++] = (uint8_t)c; }
+        if (hist[c]) {
+            if (nsym == LMC_ANS1_MAX_CTX) return SIZE_MAX;
+            ws->sidx[c] = (uint8_t)nsym; ws->sym_of[nsym++] = (uint8_t)c;
+        }
         if (!hist[c] && c) continue;
-        if (n == LMC_ANS1_MAX_CTX || nsym > LMC_ANS1_MAX_CTX) return SIZE_MAX;
+        if (n == LMC_ANS1_MAX_CTX) return SIZE_MAX;
         ws->row[c] = (uint8_t)n;
         ws->first[n++] = (uint8_t)c;
     }
     size_t const rowsz = (size_t)nsym * sizeof(uint32_t);
     uint32_t* const cnt = &ws->count[0][0];
 #define CNT(r) (cnt + (size_t)(r) * nsym)
-    /* a sample first (every 8th symbol): where the context saves under 10 %
-     * of the order-0 bits, the tables would eat most of it */
-    if (m <= dist + 8 * 1024) return SIZE_MAX;
-    memset(cnt, 0, (size_t)n * rowsz);
-    uint32_t o0[LMC_ANS1_MAX_CTX] = { 0 };
-    for (size_t i = dist; i < m; i += 8) {
-        unsigned const k = ws->sidx[src[i]];
-        CNT(ws->row[src[i - dist]])[k]++;
-        o0[k]++;
+    /* a sample first (every 8th symbol), for each distance: the best must
+     * save 10 % of the order-0 bits, or the tables would eat most of it. (A
+     * sample's entropy is low by about 0.72 bits per count cell in use:
+     * Miller and Madow's correction, so that many thin rows do not pass.) */
+    size_t dist = 0;
+    float best = 0;
+    for (unsigned d = 0; d < ndist; d++) {
+        if (!dists[d] || m <= (size_t)dists[d] + 8 * 1024) continue;
+        float const b = sample_bits(ws, src, m, n, nsym, dists[d]);
+        if (!dist || b < best) { dist = dists[d]; best = b; }
     }
-    /* (a sample's entropy is low by about 0.72 bits per count cell in use:
-     * Miller and Madow's correction, so that many thin rows do not pass) */
-    unsigned cells = 0, used = 0;
-    for (unsigned j = 0; j < n * nsym; j++) cells += cnt[j] != 0;
-    for (unsigned j = 0; j < nsym; j++) used += o0[j] != 0;
-    if (rows_bits(cnt, n, nsym) + 0.72f * (float)cells > 0.9f * (rows_bits(o0, 1, nsym) + 0.72f * (float)used)) return SIZE_MAX;
-    memset(cnt, 0, (size_t)n * rowsz);
-    size_t const head = LMC_MIN((size_t)dist, m);
+    if (!dist) return SIZE_MAX;
+    {
+        uint32_t o0[LMC_ANS1_MAX_CTX] = { 0 };
+        for (size_t i = dist; i < m; i += 8) o0[ws->sidx[src[i]]]++;
+        unsigned used = 0;
+        for (unsigned j = 0; j < nsym; j++) used += o0[j] != 0;
+        if (best > 0.9f * (rows_bits(o0, 1, nsym) + 0.72f * (float)used)) return SIZE_MAX;
+    }
+    count_lanes(ws, src, dist, m, 1, n * nsym, nsym);
+    size_t const head = LMC_MIN(dist, m);
     uint32_t* const row0 = CNT(ws->row[0]);
     for (size_t i = 0; i < head; i++) row0[ws->sidx[src[i]]]++;
-    for (size_t i = dist; i < m; i++) CNT(ws->row[src[i - dist]])[ws->sidx[src[i]]]++;
     /* a byte met only in the last dist places is no context: drop its row */
     unsigned k = 0;
     for (unsigned j = 0; j < n; j++) {
@@ -222,12 +265,43 @@ size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uin
     return size + (size_t)(bits / 8);
 }
 
-/* One symbol of ANS1 into state xs with its group's view e of the symbol. */
-#define ANS1_PUT(xs, e)                                                                   \
+/* ANS1's rounds: 4 symbols, each with the table of its context's group,
+ * through ANS_PUT (branch-free renormalisation); the same word bookkeeping
+ * as ans_rounds. Codes src[lo_i..i) backwards (i - lo_i a multiple of 4,
+ * lo_i >= dist). */
+LMC_FORCE_INLINE size_t ans1_rounds(const lmc_ans1_ws* ws, const uint8_t* src, size_t i, size_t lo_i, size_t dist,
+                                    uint64_t* x, uint8_t* wp, size_t nk, const uint8_t* lo)
+{
+    uint64_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+    const uint8_t* const map = ws->map;
+    while (i > lo_i) {
+        if (wp + 2 * (ptrdiff_t)nk - lo < 16) return ANS_FULL;
+        i -= 4;
+        { const lmc_ans_esym* const S = &ws->esym[map[src[i + 3 - dist]]]; ANS_PUT(x3, src[i + 3]); }
+        { const lmc_ans_esym* const S = &ws->esym[map[src[i + 2 - dist]]]; ANS_PUT(x2, src[i + 2]); }
+        { const lmc_ans_esym* const S = &ws->esym[map[src[i + 1 - dist]]]; ANS_PUT(x1, src[i + 1]); }
+        { const lmc_ans_esym* const S = &ws->esym[map[src[i - dist]]]; ANS_PUT(x0, src[i]); }
+    }
+    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
+    return nk;
+}
+
+static size_t ans1_rounds_plain(const lmc_ans1_ws* ws, const uint8_t* src, size_t i, size_t lo_i, size_t dist,
+                                uint64_t* x, uint8_t* wp, size_t nk, const uint8_t* lo)
+{ return ans1_rounds(ws, src, i, lo_i, dist, x, wp, nk, lo); }
+#if LMC_HAS_BMI2_DISPATCH
+LMC_TARGET_BMI2 static size_t ans1_rounds_bmi2(const lmc_ans1_ws* ws, const uint8_t* src, size_t i, size_t lo_i,
+                                               size_t dist, uint64_t* x, uint8_t* wp, size_t nk, const uint8_t* lo)
+{ return ans1_rounds(ws, src, i, lo_i, dist, x, wp, nk, lo); }
+#endif
+
+/* One symbol, slowly: its state, its context (0 before dist). */
+#define ANS1_PUT_ONE(i)                                                                   \
     do {                                                                                  \
-        if ((xs) >= (e)->xmax) { wp -= 2; lmc_wr16(wp, (uint16_t)(xs)); (xs) >>= 16; }    \
-        uint32_t const q_ = (uint32_t)(((uint64_t)(xs) * (e)->rcp) >> 32) >> (e)->shift;  \
-        (xs) = (xs) + (e)->bias + q_ * (e)->cmpl;                                         \
+        const lmc_ans_esym* const S = &ws->esym[ws->map[(i) >= dist ? src[(i) - dist] : 0]]; \
+        uint64_t xs = x[(i) & 3];                                                         \
+        ANS_PUT(xs, src[i]);                                                              \
+        x[(i) & 3] = xs;                                                                  \
     } while (0)
 
 size_t lmc_ans1_encode(lmc_ans1_ws* ws, uint8_t* dst, size_t cap, const uint8_t* src, size_t m)
@@ -235,35 +309,27 @@ size_t lmc_ans1_encode(lmc_ans1_ws* ws, uint8_t* dst, size_t cap, const uint8_t*
     unsigned const G = ws->ngroups;
     size_t const dist = ws->dist;
     if (m > sizeof(ws->scratch) / 2 - 32) return 0;   /* a word per symbol at most: never with blocks of 64 KiB */
-    for (unsigned g = 0; g < G; g++) lmc_freq_esyms(ws->esym[g], ws->freq[g], 256);
+    for (unsigned g = 0; g < G; g++) build_esym(&ws->esym[g], ws->freq[g]);
     uint8_t* const end = ws->scratch + sizeof(ws->scratch);
-    uint8_t* wp = end;
-    uint32_t x[LMC_ANS_STATES] = { LMC_ANS_L, LMC_ANS_L, LMC_ANS_L, LMC_ANS_L };
+    uint8_t* const wp = end - 2;
+    size_t nk = 0;
+    uint8_t* const lo = ws->scratch + 16;
+    uint64_t x[LMC_ANS_STATES] = { LMC_ANS_L, LMC_ANS_L, LMC_ANS_L, LMC_ANS_L };
     /* backwards: symbol i's context src[i - dist] is still to be coded, so
-     * the decoder has it when it meets symbol i */
+     * the decoder has it when it meets symbol i. The tail, the rounds down
+     * to the first multiple of 4 at or above dist, then the head. */
     size_t i = m;
-    while (i & 3) {
-        i--;
-        const lmc_freq_esym* const e = &ws->esym[ws->map[i >= dist ? src[i - dist] : 0]][src[i]];
-        ANS1_PUT(x[i & 3], e);
-    }
-    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
-    /* each symbol writes at most one word: 8 bytes a round, and the scratch holds 2 per symbol */
-    while (i >= 4 && i - 4 >= dist) {
-        i -= 4;
-        const lmc_freq_esym* const e3 = &ws->esym[ws->map[src[i + 3 - dist]]][src[i + 3]];
-        const lmc_freq_esym* const e2 = &ws->esym[ws->map[src[i + 2 - dist]]][src[i + 2]];
-        const lmc_freq_esym* const e1 = &ws->esym[ws->map[src[i + 1 - dist]]][src[i + 1]];
-        const lmc_freq_esym* const e0 = &ws->esym[ws->map[src[i - dist]]][src[i]];
-        ANS1_PUT(x3, e3); ANS1_PUT(x2, e2); ANS1_PUT(x1, e1); ANS1_PUT(x0, e0);
-    }
-    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
-    while (i) {
-        i--;
-        const lmc_freq_esym* const e = &ws->esym[ws->map[i >= dist ? src[i - dist] : 0]][src[i]];
-        ANS1_PUT(x[i & 3], e);
-    }
-    size_t const body = (size_t)(end - wp);
+    while (i & 3) { i--; ANS1_PUT_ONE(i); }
+    size_t const lo_i = LMC_MIN(i, (dist + 3) & ~(size_t)3);
+#if LMC_HAS_BMI2_DISPATCH
+    if (lmc_cpu_has_bmi2()) nk = ans1_rounds_bmi2(ws, src, i, lo_i, dist, x, wp, nk, lo);
+    else
+#endif
+    nk = ans1_rounds_plain(ws, src, i, lo_i, dist, x, wp, nk, lo);
+    if (nk == ANS_FULL) return 0;
+    for (i = lo_i; i;) { i--; ANS1_PUT_ONE(i); }
+    uint8_t* const p = wp + 2 + 2 * (ptrdiff_t)nk;
+    size_t const body = (size_t)(end - p);
     size_t total = 2 + 1 + (G - 1) + 4 * LMC_ANS_STATES + body;
     for (unsigned g = 0; g < G; g++) total += lmc_freq_size(ws->freq[g], 256);
     if (total > cap) return 0;
@@ -272,7 +338,7 @@ size_t lmc_ans1_encode(lmc_ans1_ws* ws, uint8_t* dst, size_t cap, const uint8_t*
     *o++ = (uint8_t)G;
     for (unsigned g = 1; g < G; g++) *o++ = ws->first[g];
     for (unsigned g = 0; g < G; g++) o += lmc_freq_write(o, ws->freq[g], 256);
-    for (int j = 0; j < LMC_ANS_STATES; j++) { lmc_wr32(o, x[j]); o += 4; }
-    memcpy(o, wp, body);
+    for (int j = 0; j < LMC_ANS_STATES; j++) { lmc_wr32(o, (uint32_t)x[j]); o += 4; }
+    memcpy(o, p, body);
     return total;
 }

@@ -39,21 +39,25 @@ size_t lmc_ans_encode(lmc_ans_ws* ws, uint8_t* dst, size_t cap, const uint8_t* s
 #define LMC_ANS1_MAX_CTX 64
 
 typedef struct {
+    lmc_ans_esym  esym[LMC_ANS1_MAX_GROUPS];      /* the coder's view of each group's symbols */
     uint32_t      count[LMC_ANS1_MAX_CTX][LMC_ANS1_MAX_CTX];  /* rows of nsym dense counts: per context, then per group */
+    uint16_t      lane[4][LMC_ANS1_MAX_CTX * LMC_ANS1_MAX_CTX];  /* counting scratch */
     uint8_t       first[LMC_ANS1_MAX_CTX];        /* context of each row */
     uint8_t       row[256];                       /* context -> row */
     uint8_t       sidx[256], sym_of[LMC_ANS1_MAX_CTX];  /* byte <-> dense symbol index */
     uint8_t       map[256];                       /* context -> group */
     unsigned      ngroups, dist;
     uint16_t      freq[LMC_ANS1_MAX_GROUPS][256];
-    lmc_freq_esym esym[LMC_ANS1_MAX_GROUPS][256];
     uint8_t       scratch[2 * 65536 + 64];        /* renormalisation words, written backwards */
 } lmc_ans1_ws;
 
-/* Counts src[0..m) by context (the byte dist back; hist is its order-0
- * histogram, with fewer than LMC_ANS1_MAX_CTX symbols), merges contexts into
- * groups and normalises their tables. Returns the estimated payload size. */
-size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uint32_t hist[256], unsigned dist);
+/* Picks the context distance (the byte dists[k] back, 1..65535) that does
+ * best on a sample, and if it saves enough there, counts src[0..m) by that
+ * context (hist is its order-0 histogram, with fewer than LMC_ANS1_MAX_CTX
+ * symbols), merges contexts into groups and normalises their tables.
+ * Returns the estimated payload size, or SIZE_MAX (not worth it). */
+size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uint32_t hist[256],
+                        const unsigned* dists, unsigned ndist);
 
 /* Codes src[0..m) with the prepared tables into dst (block payload, no coder
  * byte). Returns the payload size, or 0 if it would exceed cap. */

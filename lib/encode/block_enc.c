@@ -696,7 +696,7 @@ static size_t try_ans1(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size_
 }
 
 size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size_t m,
-                        const uint32_t hist[256], unsigned coders)
+                        const uint32_t hist[256], unsigned coders, unsigned row)
 {
     unsigned nsymbols = 0, top = 0;
     for (unsigned s = 0; s < 256; s++) {
@@ -718,7 +718,10 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
     size_t ans1_est = SIZE_MAX;
     if ((coders & (1u << LMC_CODER_ANS1)) && nsymbols > 1 && nsymbols < LMC_ANS1_MAX_CTX && m >= 4096)
     {
-        size_t const e = lmc_ans1_prepare(&ws->ans1, src, m, hist, LMC_ANS1_DIST);
+        /* the byte 4 back, or the one a row up (where rows have a scale per column) */
+        unsigned const dists[2] = { LMC_ANS1_DIST, row };
+        unsigned const nd = row > LMC_ANS1_DIST && row <= 65535 && (size_t)row * 4 <= m ? 2 : 1;
+        size_t const e = lmc_ans1_prepare(&ws->ans1, src, m, hist, dists, nd);
         if (e != SIZE_MAX) ans1_est = 4 + e;
     }
 
@@ -735,6 +738,11 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
         if (coders & (1u << LMC_CODER_HUF)) lb = LMC_MIN(lb, huf_lower_bound(hist, top, m));
         if ((double)ans_est < 0.97 * (double)lb && rle_cand) lb = LMC_MIN(lb, rle_lower_bound(hist, top, m, src));
         if ((double)ans_est < 0.97 * (double)lb) {
+            /* ANS1 far ahead of ANS's estimate: no need to code ANS first */
+            if (ans1_est != SIZE_MAX && (double)ans1_est < 0.95 * (double)ans_est) {
+                size_t const a1 = try_ans1(ws, dst, src, m, ans1_est, LMC_MIN(lb, ans_est));
+                if (a1) return a1;
+            }
             ans_sz = lmc_ans_encode(&ws->ans, dst + 4, m - 4, src, m);
             ans_done = 1;
             if (ans_sz && ans_sz + 5 <= lb) {

@@ -38,11 +38,13 @@ int lmc_block_scan(uint32_t hist[256], const uint8_t* src, size_t m);
 void lmc_histogram(uint32_t hist[256], const uint8_t* src, size_t m);
 
 /* Codes src[0..m) (1 <= m <= LMC_BLOCK_MAX) into dst; `hist` is its histogram.
- * `coders` is a bit mask of allowed coder ids (RAW is always allowed).
+ * `coders` is a bit mask of allowed coder ids (RAW is always allowed). `row`:
+ * the values per row of the tensor the stream comes from (0: unknown), a
+ * second distance for ANS1's context besides 4.
  * Returns the bytes written (<= LMC_BLOCK_BOUND(m)); dst must have
  * LMC_BLOCK_BOUND(m) + LMC_BLOCK_SLACK bytes of room. */
 size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size_t m,
-                        const uint32_t hist[256], unsigned coders);
+                        const uint32_t hist[256], unsigned coders, unsigned row);
 
 /* Exposed for tests: optimal lengths limited to maxbits; returns the max length used. */
 unsigned lmc_huf_lengths(lmc_block_ws* ws, uint8_t* len, const uint32_t* freq, unsigned alpha, unsigned maxbits);

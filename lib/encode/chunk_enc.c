@@ -7,7 +7,7 @@
 #include "refctx.h"
 
 static uint8_t* encode_stream(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* s, size_t n, unsigned coders,
-                              lmc_frame_stats* st, uint64_t* out_bytes)
+                              unsigned row, lmc_frame_stats* st, uint64_t* out_bytes)
 {
     uint32_t hist[256];
     for (size_t b = 0; b < n; b += LMC_BLOCK_MAX) {
@@ -18,7 +18,7 @@ static uint8_t* encode_stream(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* s, si
             memcpy(p + 1, s + b, m);
             sz = 1 + m;
         } else {
-            sz = lmc_block_encode(&ws->blk, p, s + b, m, hist, coders);
+            sz = lmc_block_encode(&ws->blk, p, s + b, m, hist, coders, row);
         }
         unsigned const coder = p[0];
         st->blocks[coder]++;
@@ -54,7 +54,7 @@ static size_t encode_grouped_vblock(lmc_chunk_ws* ws, uint8_t* dst, const uint8_
             memcpy(p + 1, s, m);
             sz = 1 + m;
         } else {
-            sz = lmc_block_encode(&ws->blk, p, s, m, hist, coders);
+            sz = lmc_block_encode(&ws->blk, p, s, m, hist, coders, 0);
         }
         add_block_stat(st, p[0], m, sz);
         p += sz;
@@ -279,7 +279,7 @@ static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, c
     } else {
         lmc_group(ws->streams, src, r, n, w, rot);
         uint64_t coded = 0;
-        for (unsigned k = 0; k < w; k++) p = encode_stream(ws, p, ws->streams + k * n, n, coders, st, &coded);
+        for (unsigned k = 0; k < w; k++) p = encode_stream(ws, p, ws->streams + k * n, n, coders, pc->row, st, &coded);
     }
     for (size_t t = 0; t < tail; t++) {
         size_t const i = n * w + t;

@@ -213,7 +213,7 @@ static size_t push_piece(enc_job* j, const lmc_piece* p)
 {
     /* tiny runs join a neighbouring width-1 piece: piece headers must stay small */
     lmc_piece q = *p;
-    if (q.len < LMC_MIN_PIECE) { q.width = 1; q.xor_ref = 0; q.dtype = LMC_DTYPE_BYTES; q.float_like = 0; }
+    if (q.len < LMC_MIN_PIECE) { q.width = 1; q.xor_ref = 0; q.dtype = LMC_DTYPE_BYTES; q.float_like = 0; q.row = 0; }
     if (j->npieces) {
         lmc_piece* const last = &j->pieces[j->npieces - 1];
         /* Small neighbours of one kind become one piece when their values stay
@@ -226,6 +226,7 @@ static size_t push_piece(enc_job* j, const lmc_piece* p)
                               && (!q.xor_ref || last->ref_off + last->len == q.ref_off);
         if (same_kind && q.len < LMC_MERGE_PIECE && last->len + q.len <= LMC_BLOCK_MAX) {
             last->len += q.len;
+            if (last->row != q.row) last->row = 0;
             return 0;
         }
     }
@@ -267,6 +268,7 @@ static size_t plan_chunk(lmc_cctx* c, enc_job* j, uint64_t c0, uint64_t avail_en
         lmc_piece p;
         p.off = a; p.len = (uint32_t)(b - a); p.width = g->width; p.dtype = g->dtype;
         p.xor_ref = g->xor_ref; p.float_like = g->float_like; p.ref_off = g->ref_off + (a - g->off);
+        p.row = g->row;
         LMC_FORWARD(push_piece(j, &p));
         a = b;
     }
