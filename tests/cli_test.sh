@@ -506,5 +506,20 @@ else
     skip "format 2 frames" "tests/data/v2 or data/trajectory not found"
 fi
 
+# ---------------------------------------------------------------- format 3: order-1 rANS
+# A whole Adam state: the exponents of exp_avg_sq take ANS1 blocks.
+if [ -d "$TRJ" ]; then
+    o1in="$TRJ/step-000550/optim.safetensors"
+    "$LMC" -q -f -k "$o1in" -o o1.lmc
+    check "whole optimizer state is version 3 with rans-o1 blocks" \
+        eval '"$LMC" -lv o1.lmc | grep -q "version 3" && "$LMC" -lv o1.lmc | grep -q "^  rans-o1 "'
+    check "whole optimizer state round trip" eval '"$LMC" -q -d -f o1.lmc -o o1.out && same o1.out "$o1in"'
+    check "a delta of it has no rans-o1 blocks" \
+        eval '"$LMC" -q -f -r "$TRJ/step-000500/optim.safetensors" "$o1in" -o o1d.lmc && ! "$LMC" -lv o1d.lmc | grep -q "^  rans-o1 "'
+    rm -f o1.lmc o1.out o1d.lmc
+else
+    skip "format 3 frames" "data/trajectory not found"
+fi
+
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
