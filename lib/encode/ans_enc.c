@@ -165,15 +165,18 @@ static void count_lanes(lmc_ans1_ws* ws, const uint8_t* src, size_t dist, size_t
 {
     uint16_t* const l = &ws->lane[0][0];
     size_t const L = LMC_ANS1_MAX_CTX * LMC_ANS1_MAX_CTX;
+    uint16_t rowoff[256];   /* the context's first cell: no multiply per symbol */
+    for (unsigned c = 0; c < 256; c++) rowoff[c] = (uint16_t)(ws->row[c] * nsym);
+    const uint8_t* const sidx = ws->sidx;
     for (int k = 0; k < 4; k++) memset(l + k * L, 0, cells * sizeof(uint16_t));
-    size_t i = dist, k = 0;
-    for (; i + 3 * step < m; i += 4 * step, k += 4) {
-        l[ws->row[src[i - dist]] * nsym + ws->sidx[src[i]]]++;
-        l[L + ws->row[src[i + step - dist]] * nsym + ws->sidx[src[i + step]]]++;
-        l[2 * L + ws->row[src[i + 2 * step - dist]] * nsym + ws->sidx[src[i + 2 * step]]]++;
-        l[3 * L + ws->row[src[i + 3 * step - dist]] * nsym + ws->sidx[src[i + 3 * step]]]++;
+    size_t i = dist;
+    for (; i + 3 * step < m; i += 4 * step) {
+        l[rowoff[src[i - dist]] + sidx[src[i]]]++;
+        l[L + rowoff[src[i + step - dist]] + sidx[src[i + step]]]++;
+        l[2 * L + rowoff[src[i + 2 * step - dist]] + sidx[src[i + 2 * step]]]++;
+        l[3 * L + rowoff[src[i + 3 * step - dist]] + sidx[src[i + 3 * step]]]++;
     }
-    for (; i < m; i += step) l[ws->row[src[i - dist]] * nsym + ws->sidx[src[i]]]++;
+    for (; i < m; i += step) l[rowoff[src[i - dist]] + sidx[src[i]]]++;
     uint32_t* const cnt = &ws->count[0][0];
     for (unsigned j = 0; j < cells; j++) cnt[j] = (uint32_t)l[j] + l[L + j] + l[2 * L + j] + l[3 * L + j];
 }
