@@ -141,6 +141,12 @@ size_t lmc_ans_encode(lmc_ans_ws* ws, uint8_t* dst, size_t cap, const uint8_t* s
 
 /* ---- ANS1: order-1 rANS ------------------------------------------------ */
 
+/* The tables come from every 4th symbol, and every byte of the block gets at
+ * least a count of 1 in every group (a pair missing from the sample may
+ * still occur). Against counting every symbol, on the whole Adam moments of
+ * bench/data/traj-3m: 0.04 % larger, compression 8 % faster. */
+#define ANS1_STEP 4
+
 /* Empirical bits of the counts in rows[0..n) (nsym wide), each row coded
  * with its own table (tables not counted). */
 static float rows_bits(const uint32_t* rows, unsigned n, unsigned nsym)
@@ -229,11 +235,12 @@ size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uin
         for (unsigned j = 0; j < nsym; j++) used += o0[j] != 0;
         if (best > 0.9f * (rows_bits(o0, 1, nsym) + 0.72f * (float)used)) return SIZE_MAX;
     }
-    count_lanes(ws, src, dist, m, 1, n * nsym, nsym);
+    count_lanes(ws, src, dist, m, ANS1_STEP, n * nsym, nsym);
     size_t const head = LMC_MIN(dist, m);
     uint32_t* const row0 = CNT(ws->row[0]);
-    for (size_t i = 0; i < head; i++) row0[ws->sidx[src[i]]]++;
-    /* a byte met only in the last dist places is no context: drop its row */
+    for (size_t i = 0; i < head; i += ANS1_STEP) row0[ws->sidx[src[i]]]++;
+    /* a byte met only in the last dist places (or not in the counted
+     * symbols) is no context seen: drop its row; the map gives it a group */
     unsigned k = 0;
     for (unsigned j = 0; j < n; j++) {
         uint32_t any = 0;
@@ -254,13 +261,14 @@ size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uin
     for (unsigned g = 0; g < G; g++) {
         uint64_t tot = 0;
         uint16_t f[LMC_ANS1_MAX_CTX];
+        for (unsigned s = 0; s < nsym; s++) if (!CNT(g)[s]) CNT(g)[s] = 1;
         for (unsigned s = 0; s < nsym; s++) tot += CNT(g)[s];
         lmc_freq_normalise(f, CNT(g), nsym, tot);
         memset(ws->freq[g], 0, sizeof(ws->freq[g]));
         for (unsigned s = 0; s < nsym; s++) {
             ws->freq[g][ws->sym_of[s]] = f[s];
             if (CNT(g)[s] && f[s] < LMC_ANS_M)
-                bits += (float)CNT(g)[s] * (LMC_ANS_PROB_BITS - lmc_fast_log2((float)f[s]));
+                bits += (float)(CNT(g)[s] * ANS1_STEP) * (LMC_ANS_PROB_BITS - lmc_fast_log2((float)f[s]));
         }
         size += lmc_freq_size(ws->freq[g], 256);
     }

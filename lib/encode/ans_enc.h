@@ -52,9 +52,10 @@ typedef struct {
 } lmc_ans1_ws;
 
 /* Picks the context distance (the byte dists[k] back, 1..65535) that does
- * best on a sample, and if it saves enough there, counts src[0..m) by that
- * context (hist is its order-0 histogram, with fewer than LMC_ANS1_MAX_CTX
- * symbols), merges contexts into groups and normalises their tables.
+ * best on a sample, and if it saves enough there, counts every 4th symbol of
+ * src[0..m) by that context (hist is its order-0 histogram, with fewer than
+ * LMC_ANS1_MAX_CTX symbols), merges contexts into groups and normalises
+ * their tables, in which every byte of the block has a frequency.
  * Returns the estimated payload size, or SIZE_MAX (not worth it). */
 size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uint32_t hist[256],
                         const unsigned* dists, unsigned ndist);
