@@ -77,10 +77,12 @@ test-python: all
 # The REFCTX decoder's AVX2 token loop is inline asm, which sanitizer builds
 # leave out (they cannot see into it): memcheck watches its reads and writes
 # on test_refctx's hostile and random blocks, in every CPU mode, in a normal
-# build.
-memcheck: build/tests/test_refctx
+# build; test_codec's block tests (ANS1's hostile blocks among them) run in
+# the same normal build too.
+memcheck: build/tests/test_refctx build/tests/test_codec
 	sh tools/deps.sh valgrind
 	valgrind -q --error-exitcode=9 build/tests/test_refctx
+	valgrind -q --error-exitcode=9 build/tests/test_codec
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan:
