@@ -24,6 +24,25 @@ static void build_slots(lmc_ans_dws* ws)
     }
 }
 
+/* The 4 initial states, each at least L. */
+static size_t read_states(uint32_t* x, const uint8_t* src, size_t size, size_t* pos)
+{
+    LMC_RETURN_IF(size - *pos < 4 * LMC_ANS_STATES, TRUNCATED);
+    for (int j = 0; j < LMC_ANS_STATES; j++) {
+        x[j] = lmc_rd32(src + *pos); *pos += 4;
+        LMC_RETURN_IF(x[j] < LMC_ANS_L, CORRUPT);
+    }
+    return 0;
+}
+
+/* A block ends with every word read and every state back at L. */
+static size_t check_end(const uint8_t* p, const uint8_t* end, const uint32_t* x)
+{
+    LMC_RETURN_IF(p != end, CORRUPT);
+    for (int j = 0; j < LMC_ANS_STATES; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
+    return 0;
+}
+
 /* One symbol with state xs. The renormalisation is a branch, predicted not
  * taken: where ANS is used (skewed bytes), a state needs a word only every
  * ~16 bits of information, and on the predicted path the states' chains do
@@ -69,12 +88,8 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
     const lmc_ans_dslot* const S = ws->slot;
     const uint8_t* const Y = ws->sym;
     size_t pos = tsz;
-    LMC_RETURN_IF(size - pos < 4 * LMC_ANS_STATES, TRUNCATED);
     uint32_t x[LMC_ANS_STATES];
-    for (int j = 0; j < LMC_ANS_STATES; j++) {
-        x[j] = lmc_rd32(src + pos); pos += 4;
-        LMC_RETURN_IF(x[j] < LMC_ANS_L, CORRUPT);
-    }
+    LMC_FORWARD(read_states(x, src, size, &pos));
     const uint8_t* p = src + pos;
     const uint8_t* const end = src + size;
     size_t i;
@@ -94,22 +109,29 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
             p += 2;
         }
     }
-    LMC_RETURN_IF(p != end, CORRUPT);
-    for (int j = 0; j < LMC_ANS_STATES; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
-    return 0;
+    return check_end(p, end, x);
 }
 
 /* ---- ANS1: order-1 rANS ------------------------------------------------ */
 
-/* Symbol i with state xs: its group from the byte dist back (already
- * decoded), then as ANS. */
-#define ANS1_GET_C(xs, i, ctx, out)                                                         \
+/* Symbol of state xs in context ctx (the byte dist back, already decoded):
+ * its group's slot gives the symbol s, and y, the state before any
+ * renormalisation word. */
+#define ANS1_SYM(xs, ctx, s, y)                                                             \
     do {                                                                                    \
         unsigned const g_ = map[ctx];                                                       \
         uint32_t const sl_ = (xs) & (LMC_ANS_M - 1);                                        \
-        unsigned const s_ = ws->sym[g_][sl_];                                               \
-        uint32_t const e_ = ws->fc[g_][s_];                                                 \
-        uint32_t const y_ = (e_ & 0xFFFF) * ((xs) >> LMC_ANS_PROB_BITS) + sl_ - (e_ >> 16); \
+        (s) = ws->sym[g_][sl_];                                                             \
+        uint32_t const e_ = ws->fc[g_][s];                                                  \
+        (y) = (e_ & 0xFFFF) * ((xs) >> LMC_ANS_PROB_BITS) + sl_ - (e_ >> 16);               \
+    } while (0)
+
+/* Symbol i, its value also left in out; 8 input bytes are known to be left. */
+#define ANS1_GET_C(xs, i, ctx, out)                                                         \
+    do {                                                                                    \
+        unsigned s_;                                                                        \
+        uint32_t y_;                                                                        \
+        ANS1_SYM(xs, ctx, s_, y_);                                                          \
         dst[i] = (uint8_t)s_;                                                               \
         (out) = s_;                                                                         \
         if (y_ < LMC_ANS_L) { (xs) = (y_ << 16) | lmc_rd16(p); p += 2; } else (xs) = y_;    \
@@ -119,11 +141,9 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
 /* The same, where fewer than 8 bytes may be left: a word must be there. */
 #define ANS1_GET_SAFE(xs, i, ctx)                                                           \
     do {                                                                                    \
-        unsigned const g_ = map[ctx];                                                       \
-        uint32_t const sl_ = (xs) & (LMC_ANS_M - 1);                                        \
-        unsigned const s_ = ws->sym[g_][sl_];                                               \
-        uint32_t const e_ = ws->fc[g_][s_];                                                 \
-        uint32_t const y_ = (e_ & 0xFFFF) * ((xs) >> LMC_ANS_PROB_BITS) + sl_ - (e_ >> 16); \
+        unsigned s_;                                                                        \
+        uint32_t y_;                                                                        \
+        ANS1_SYM(xs, ctx, s_, y_);                                                          \
         dst[i] = (uint8_t)s_;                                                               \
         if (y_ < LMC_ANS_L) {                                                               \
             LMC_RETURN_IF(end - p < 2, CORRUPT);                                            \
@@ -198,12 +218,8 @@ size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* 
             cum += f;
         }
     }
-    LMC_RETURN_IF(size - pos < 4 * LMC_ANS_STATES, TRUNCATED);
     uint32_t x[LMC_ANS_STATES];
-    for (int j = 0; j < LMC_ANS_STATES; j++) {
-        x[j] = lmc_rd32(src + pos); pos += 4;
-        LMC_RETURN_IF(x[j] < LMC_ANS_L, CORRUPT);
-    }
+    LMC_FORWARD(read_states(x, src, size, &pos));
     const uint8_t* p = src + pos;
     const uint8_t* const end = src + size;
     const uint8_t* const map = ws->map;
@@ -222,7 +238,5 @@ size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* 
         int const j = (int)(i & 3);
         ANS1_GET_SAFE(x[j], i, dst[i - dist]);
     }
-    LMC_RETURN_IF(p != end, CORRUPT);
-    for (int j = 0; j < LMC_ANS_STATES; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
-    return 0;
+    return check_end(p, end, x);
 }
