@@ -266,13 +266,17 @@ LMC_TARGET_AVX2 static void analyse16_avx2(lmc_refctx_ws* ws, rawwriter* rwp, ct
         /* groups 0-3, 8-11 | 4-7, 12-15 */
         _mm256_storeu_si256((__m256i*)(void*)q, _mm256_unpacklo_epi64(q0, q1));
         _mm256_storeu_si256((__m256i*)(void*)nq, _mm256_unpacklo_epi64(n0, n1));
-        count_keys(lc, ws->key + i, 16);
+        /* the keys of the step before: those just stored would be read
+         * back before the store could pass them on (measured: the loads
+         * stalled, a fifth of this loop's time) */
+        if (i) count_keys(lc, ws->key + i - 16, 16);
         raw_put_wide(&rw, q[0], (unsigned)nq[0]);
         raw_put_wide(&rw, q[2], (unsigned)nq[2]);
         raw_put_wide(&rw, q[1], (unsigned)nq[1]);
         raw_put_wide(&rw, q[3], (unsigned)nq[3]);
     }
     if (i) {
+        count_keys(lc, ws->key + i - 16, 16);
         uint32_t lo[8], hi[8];
         _mm256_storeu_si256((__m256i*)(void*)lo, vmin);
         _mm256_storeu_si256((__m256i*)(void*)hi, vmax);
@@ -324,10 +328,11 @@ LMC_TARGET_AVX2 static void analyse32_avx2(lmc_refctx_ws* ws, rawwriter* rwp, ct
         join_pairs(low, nb, &pv, &npv);
         _mm256_storeu_si256((__m256i*)(void*)p, pv);
         _mm256_storeu_si256((__m256i*)(void*)np, npv);
-        count_keys(lc, ws->key + i, 8);
+        if (i) count_keys(lc, ws->key + i - 8, 8);   /* the step before's, as in analyse16_avx2 */
         for (int j = 0; j < 4; j++) raw_put_wide(&rw, p[j], (unsigned)np[j]);
     }
     if (i) {
+        count_keys(lc, ws->key + i - 8, 8);
         uint32_t lo[8], hi[8];
         _mm256_storeu_si256((__m256i*)(void*)lo, vmin);
         _mm256_storeu_si256((__m256i*)(void*)hi, vmax);
