@@ -15,6 +15,7 @@
 #include "error.h"
 #include "refctx_enc.h"
 #include "refctx_dec.h"
+#include "freq_dec.h"
 #include "frame.h"
 
 typedef struct { lmc_refctx_ws* enc; lmc_refctx_dws* dec; uint8_t *cur, *ref, *buf, *out; } rc_state;
@@ -270,6 +271,61 @@ static void test_malformed(void** state)
     }
 }
 
+/* A raw stream one byte short, or one byte long, fails as CORRUPT: for a
+ * short stream (a sparse delta's, which the decoder copies in front of
+ * zeros so that its vector loops can run to the end) and a long one (read
+ * in place, the last values one at a time). */
+static void test_raw_length(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    size_t const m = LMC_VBLOCK_MAX;
+    int const kinds[2] = { K_SPARSE, K_RANDOM };
+    int tried = 0;
+    for (unsigned w = 2; w <= 4; w += 2)
+        for (int k = 0; k < 2; k++, tried++) {
+            int const kind = kinds[k];
+            fill(s, m, w, kind, 4242u + w);
+            (void)lmc_refctx_prepare(s->enc, s->cur, s->ref, m, w);
+            size_t const z = lmc_refctx_encode(s->enc, s->buf, BUFCAP);
+            assert_true(z > 4);
+            const uint8_t* const blk = s->buf + 4;
+            size_t const n = z - 4;
+            /* the fields before the raw stream: G, the bounds, G tables, the states */
+            size_t pos = 1 + (blk[0] - 1u);
+            uint16_t f[LMC_REFCTX_ALPHA_MAX];
+            for (unsigned g = 0; g < blk[0]; g++) {
+                size_t const t = lmc_freq_read(f, lmc_refctx_alpha(w), blk + pos, n - pos);
+                assert_false(lmc_is_error(t));
+                pos += t;
+            }
+            pos += 4 * LMC_ANS_STATES;
+            size_t const raw = lmc_rd32(blk + pos);
+            assert_true(raw > 0);
+            if (kind == K_SPARSE) assert_true(raw < LMC_REFCTX_RAWPAD);
+            else assert_true(raw >= LMC_REFCTX_RAWPAD);
+            uint8_t* const bad = (uint8_t*)tu_xmalloc(n + 1);
+            for (size_t mode = 0; mode < NMODES; mode++) {
+                lmc_cpu_restrict(cpu_modes[mode]);
+                assert_int_equal(lmc_refctx_decode(s->dec, s->out, m, w, s->ref, blk, n), 0);
+                assert_memory_equal(s->out, s->cur, m * w);
+                /* the last raw byte dropped */
+                memcpy(bad, blk, pos + 4 + raw - 1);
+                memcpy(bad + pos + 4 + raw - 1, blk + pos + 4 + raw, n - pos - 4 - raw);
+                lmc_wr32(bad + pos, (uint32_t)(raw - 1));
+                assert_int_equal(lmc_refctx_decode(s->dec, s->out, m, w, s->ref, bad, n - 1), LMC_ERR(CORRUPT));
+                /* a zero byte added */
+                memcpy(bad, blk, pos + 4 + raw);
+                bad[pos + 4 + raw] = 0;
+                memcpy(bad + pos + 4 + raw + 1, blk + pos + 4 + raw, n - pos - 4 - raw);
+                lmc_wr32(bad + pos, (uint32_t)(raw + 1));
+                assert_int_equal(lmc_refctx_decode(s->dec, s->out, m, w, s->ref, bad, n + 1), LMC_ERR(CORRUPT));
+            }
+            lmc_cpu_restrict(~0u);
+            free(bad);
+        }
+    assert_int_equal(tried, 4);
+}
+
 /* Frames: float deltas use REFCTX unless the coder mask or a forced layout says no. */
 static void test_frame_choice(void** state)
 {
@@ -356,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_all_sign_pairs),
         cmocka_unit_test(test_handmade),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_raw_length),
         cmocka_unit_test(test_frame_choice),
     };
     return cmocka_run_group_tests_name("refctx", tests, setup, teardown);

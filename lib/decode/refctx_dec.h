@@ -20,6 +20,14 @@ typedef struct {
 } lmc_refctx_dgroup;
 #define LMC_REFCTX_DG_FC 4096   /* offsetof(lmc_refctx_dgroup, fc), for the asm */
 
+/* Raw streams shorter than RAWPAD bytes are decoded from a copy followed by
+ * RAWPAD_ZEROS zero bytes, of which the fast loops may read up to LIM past
+ * the end as part of a window (a 16-byte window starting at most 31 bytes
+ * before their bound, an 8-byte read at most 7 before it). */
+#define LMC_REFCTX_RAWPAD       16384
+#define LMC_REFCTX_RAWPAD_ZEROS 64
+#define LMC_REFCTX_RAWPAD_LIM   32
+
 typedef struct {
     lmc_refctx_dgroup grp[LMC_REFCTX_MAX_GROUPS];
     /* r >> (W - 9) -> its group's table: the context plus the sign bit,
@@ -33,6 +41,7 @@ typedef struct {
     uint16_t freq[LMC_REFCTX_ALPHA_MAX];
     uint8_t  tok[LMC_VBLOCK_MAX];                /* pass 1 -> pass 2 */
     int32_t  tl[LMC_VBLOCK_MAX];                 /* 16-bit values without AVX2: each t, pass 2a -> 2b */
+    uint8_t  rawpad[LMC_REFCTX_RAWPAD + LMC_REFCTX_RAWPAD_ZEROS];   /* a short raw stream, zeros after it */
 } lmc_refctx_dws;
 
 /* Decodes the REFCTX data src[0..size) (after the kind byte and u24 size)
