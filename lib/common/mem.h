@@ -88,15 +88,19 @@ static inline int lmc_cpu_has_avx2(void) { return (lmc_cpu_features() & LMC_CPU_
 #  define LMC_HAS_AVX2_DISPATCH 0
 #endif
 
-/* log2 for cost estimates only: exponent from the float's bits plus a cubic
- * on the mantissa (max error about 0.005). */
+/* log2 for cost estimates only: exponent from the float's bits plus a
+ * polynomial on the mantissa (max error about 0.005). The coefficients are
+ * shared with the SIMD copy in freq_enc.c. */
+#define LMC_LOG2_K0 (-0.34484843f)
+#define LMC_LOG2_K1 2.02466578f
+#define LMC_LOG2_K2 0.67487759f
 static inline float lmc_fast_log2(float x)
 {
     union { float f; uint32_t u; } v = { x };
     float const e = (float)((int)((v.u >> 23) & 0xFF) - 128);  /* the polynomial adds the 1 back */
     v.u = (v.u & 0x007FFFFF) | 0x3F800000;              /* mantissa in [1, 2) */
     float const m = v.f;
-    return e + (-0.34484843f * m + 2.02466578f) * m - 0.67487759f;
+    return e + (LMC_LOG2_K0 * m + LMC_LOG2_K1) * m - LMC_LOG2_K2;
 }
 
 #define LMC_MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -125,7 +125,7 @@ static float group_cost(const uint32_t* c, unsigned alpha)
     __m128i const z = _mm_setzero_si128(), bigm1 = _mm_set1_epi32((int)big - 1);
     __m128i const ff = _mm_set1_epi32(0xFF), e128 = _mm_set1_epi32(128);
     __m128i const mant = _mm_set1_epi32(0x007FFFFF), one = _mm_set1_epi32(0x3F800000);
-    __m128 const k0 = _mm_set1_ps(-0.34484843f), k1 = _mm_set1_ps(2.02466578f), k2 = _mm_set1_ps(0.67487759f);
+    __m128 const k0 = _mm_set1_ps(LMC_LOG2_K0), k1 = _mm_set1_ps(LMC_LOG2_K1), k2 = _mm_set1_ps(LMC_LOG2_K2);   /* lmc_fast_log2 */
     for (; a + 4 <= alpha; a += 4) {
         __m128i const v = _mm_loadu_si128((const __m128i*)(const void*)(c + a));
         __m128i const pv = _mm_loadu_si128((const __m128i*)(const void*)(c + a - 1));
