@@ -26,7 +26,7 @@
 
 #define FIXDIR "tests/data/torch/"
 
-static const char* const k_typed[] = { "bf16", "f32", "f16", "i64", "shared", "step2", "step3", "nostorage" };
+static const char* const k_typed[] = { "bf16", "f32", "f16", "i64", "shared", "step2", "step3", "nostorage", "views" };
 #define NTYPED (sizeof(k_typed) / sizeof(k_typed[0]))
 
 static uint8_t* load(const char* name, const char* ext, size_t* n)
@@ -83,6 +83,39 @@ static void test_parse_matches_torch(void** state)
         lmc_tz_free(&t);
         json_decref(root);
         free(js); free(buf);
+    }
+}
+
+/* Row lengths from the _rebuild_tensor_v2 arguments, against the shapes
+ * gen.py saved: the last dimension of row-major tensors of 2+ dimensions,
+ * 0 for 1-D and 0-d tensors, transposed views and views that disagree. */
+static void test_rows(void** state)
+{
+    (void)state;
+    static const struct { const char* file; const char* key; uint32_t row; } k_rows[] = {
+        { "bf16", "0", 32 }, { "f32", "0", 32 }, { "f16", "0", 32 }, { "i64", "0", 0 },
+        { "shared", "0", 32 },                         /* w (32x32) and its 4x32 slice agree */
+        { "shared", "1", 0 }, { "shared", "4", 0 },
+        /* model (Linear 32->64, Linear 64->32) then Adam: step, exp_avg, exp_avg_sq per parameter */
+        { "step2", "0", 32 }, { "step2", "1", 0 }, { "step2", "2", 64 }, { "step2", "3", 0 },
+        { "step2", "4", 0 }, { "step2", "5", 32 }, { "step2", "6", 32 }, { "step2", "9", 0 },
+        { "step2", "11", 64 }, { "step2", "12", 64 },
+        { "views", "0", 0 },                           /* 32x32 and a 16x64 view of it */
+        { "views", "1", 0 },                           /* transposed: not row-major */
+        { "views", "2", 40 }, { "views", "3", 0 },
+    };
+    for (size_t r = 0; r < sizeof(k_rows) / sizeof(k_rows[0]); r++) {
+        size_t n;
+        uint8_t* const buf = load(k_rows[r].file, ".pt", &n);
+        lmc_tz_info t;
+        assert_int_equal(lmc_tz_parse(&t, buf, n), 0);
+        long const i = lmc_tz_find(&t, (const uint8_t*)k_rows[r].key, strlen(k_rows[r].key));
+        assert_true(i >= 0);
+        if (t.v[i].row != k_rows[r].row)
+            print_message("%s.pt storage %s: row %u, expected %u\n", k_rows[r].file, k_rows[r].key, t.v[i].row, k_rows[r].row);
+        assert_int_equal(t.v[i].row, k_rows[r].row);
+        lmc_tz_free(&t);
+        free(buf);
     }
 }
 
@@ -372,6 +405,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_matches_torch),
+        cmocka_unit_test(test_rows),
         cmocka_unit_test(test_not_a_zip),
         cmocka_unit_test(test_roundtrip_and_stats),
         cmocka_unit_test(test_streaming),

@@ -125,6 +125,7 @@ static int build_torchzip(lmc_segs* s, const lmc_tz_info* in, const uint8_t* ref
         } else {
             if (push(s, t->off, t->len, t->width, t->dtype, 0, 0)) { rc = -1; goto out; }
         }
+        s->v[s->n - 1].row = t->row;   /* storages are never empty: that push made a segment */
         pos = t->off + t->len;
     }
     if (push_same_offset(s, pos, UINT64_MAX, 1, LMC_DTYPE_BYTES, ref, ref_size)) rc = -1;

@@ -83,16 +83,22 @@ static const dt_name* lookup(const dt_name* t, size_t nt, const uint8_t* p, size
 }
 
 /*-*** pickle walker ***-*/
-enum { V_UNSET, V_OTHER, V_MARK, V_STR, V_INT, V_GLOBAL, V_PERSID };  /* V_UNSET: memo slot never put */
+/* V_UNSET: memo slot never put. V_STORAGE: what BINPERSID loaded. V_INTS: a
+ * tuple of integers (a tensor's size or stride). */
+enum { V_UNSET, V_OTHER, V_MARK, V_STR, V_INT, V_GLOBAL, V_PERSID, V_STORAGE, V_INTS };
 
 typedef struct {           /* a stack or memo value; strings point into the pickle */
     uint8_t  kind, dtype, width;
-    uint32_t ao, al;       /* V_STR: text; V_GLOBAL: module; V_PERSID: storage key */
-    uint32_t bo, bl;       /* V_GLOBAL: name */
-    int64_t  i;            /* V_INT */
+    uint32_t ao, al;       /* V_STR: text; V_GLOBAL: module; V_PERSID: storage key; V_INTS: ao items */
+    uint32_t bo, bl;       /* V_GLOBAL: name; V_INTS: bo the item before the last (UINT32_MAX: other) */
+    int64_t  i;            /* V_INT; V_INTS: the last item; V_STORAGE: its pkey index, -1 none */
 } pv;
 
-typedef struct { const uint8_t* k; size_t kl; uint8_t dtype, width; } pkey;  /* key -> dtype, from the pickle */
+/* key -> dtype, from the pickle, and the row length of the tensors built on
+ * the storage (ROW_NONE none seen yet, ROW_MIXED views that disagree) */
+typedef struct { const uint8_t* k; size_t kl; uint8_t dtype, width; uint32_t row; } pkey;
+#define ROW_NONE  0u
+#define ROW_MIXED UINT32_MAX
 
 /* Hard limits that bound the walker's memory (~32 bytes per value) whatever
  * the input; real torch pickles stay far below (a few values per tensor). */
@@ -165,14 +171,45 @@ static int is_global(const walker* w, const pv* v, const char* module)
     return v->kind == V_GLOBAL && eq(S(w, v->ao), v->al, module);
 }
 
+/* The arguments of torch._utils._rebuild_tensor_v2: (storage, offset, size,
+ * stride, ...). A contiguous tensor of two or more dimensions gives its
+ * storage a row length (its last dimension), for the ANS1 coder's context one
+ * row up; views that disagree leave the storage without one. torch writes a
+ * storage's persistent id again for each tensor on it, so those views meet
+ * as duplicate keys after the walk (lmc_tz_parse); a pickle that reuses the
+ * loaded storage from the memo meets them here. Only a hint: a wrong row
+ * costs ratio, never correctness. */
+static void note_row(walker* w, const pv* it, size_t k)
+{
+    if (k < 4 || it[0].kind != V_STORAGE || it[0].i < 0 || (size_t)it[0].i >= w->kn || it[1].kind != V_INT
+        || it[2].kind != V_INTS || it[3].kind != V_INTS || it[2].ao != it[3].ao || it[2].ao < 2)
+        return;
+    int64_t const last = it[2].i;
+    if (it[3].i != 1 || (int64_t)it[3].bo != last || last < 2 || last > 65535) return;   /* not row-major */
+    pkey* const p = &w->keys[it[0].i];
+    p->row = p->row == ROW_NONE || p->row == (uint32_t)last ? (uint32_t)last : ROW_MIXED;
+}
+
 /* Builds a tuple from the `k` items on top of the stack: a persistent id
- * ('storage', type, key, location, numel) becomes V_PERSID, anything else V_OTHER. */
+ * ('storage', type, key, location, numel) becomes V_PERSID, integers V_INTS,
+ * anything else V_OTHER. */
 static int make_tuple(walker* w, size_t k)
 {
     pv t; memset(&t, 0, sizeof(t)); t.kind = V_OTHER;
     if (k == 0) return push_v(w, t);     /* () */
     const pv* const it = w->st + (w->sn - k);
-    for (size_t j = 0; j < k; j++) if (it[j].kind == V_MARK) return -1;
+    size_t ints = 0;
+    for (size_t j = 0; j < k; j++) {
+        if (it[j].kind == V_MARK) return -1;
+        ints += it[j].kind == V_INT;
+    }
+    if (ints == k) {
+        t.kind = V_INTS;
+        t.ao = k < UINT32_MAX ? (uint32_t)k : UINT32_MAX;
+        t.i = it[k - 1].i;
+        t.bo = k >= 2 && it[k - 2].i >= 0 && it[k - 2].i < UINT32_MAX ? (uint32_t)it[k - 2].i : UINT32_MAX;
+    }
+    note_row(w, it, k);
     if (k >= 3 && it[0].kind == V_STR && eq(S(w, it[0].ao), it[0].al, "storage")
         && it[1].kind == V_GLOBAL && it[2].kind == V_STR) {
         t.kind = V_PERSID; t.ao = it[2].ao; t.al = it[2].al;
@@ -201,14 +238,18 @@ static int tuple_mark(walker* w)
     return 0;
 }
 
-static int record_persid(walker* w, const pv* v)
+/* Records the storage id v; *idx: its pkey index, -1 for a storage of
+ * unknown type. */
+static int record_persid(walker* w, const pv* v, int64_t* idx)
 {
+    *idx = -1;
     if (v->kind != V_PERSID) return -1;     /* not a torch storage id: not understood */
     if (!v->width) return 0;                /* storage of an unknown type: coded as bytes */
     if (w->kn >= TZ_MAX_KEYS) return -1;
     if (grow((void**)&w->keys, &w->kcap, w->kn + 1, sizeof(pkey))) return -1;
-    pkey* const k = &w->keys[w->kn++];
-    k->k = w->p + v->ao; k->kl = v->al; k->dtype = v->dtype; k->width = v->width;
+    pkey* const k = &w->keys[w->kn];
+    k->k = w->p + v->ao; k->kl = v->al; k->dtype = v->dtype; k->width = v->width; k->row = ROW_NONE;
+    *idx = (int64_t)w->kn++;
     return 0;
 }
 
@@ -358,8 +399,10 @@ static int walk(walker* w)
         }
         case 'Q': {                                           /* BINPERSID */
             if (w->sn < 1 || w->st[w->sn - 1].kind == V_MARK) return -1;
-            if (record_persid(w, &w->st[w->sn - 1])) return -1;
-            w->st[w->sn - 1].kind = V_OTHER;
+            int64_t idx;
+            if (record_persid(w, &w->st[w->sn - 1], &idx)) return -1;
+            w->st[w->sn - 1].kind = V_STORAGE;
+            w->st[w->sn - 1].i = idx;
             break;
         }
         case 'P': return -1;                                  /* text PERSID: torch never writes it */
@@ -572,8 +615,11 @@ int lmc_tz_parse(lmc_tz_info* out, const uint8_t* f, size_t n)
     w.mlimit = TZ_MAX_MEMO;
     if (walk(&w)) goto out;
     if (w.kn) qsort(w.keys, w.kn, sizeof(pkey), cmp_pkey);
-    for (size_t i = 1; i < w.kn; i++)            /* one storage listed twice: same type? */
-        if (cmp_pkey(&w.keys[i - 1], &w.keys[i]) == 0 && w.keys[i - 1].width != w.keys[i].width) goto out;
+    for (size_t i = 1; i < w.kn; i++) {          /* one storage listed twice: same type? */
+        if (cmp_pkey(&w.keys[i - 1], &w.keys[i]) != 0) continue;
+        if (w.keys[i - 1].width != w.keys[i].width) goto out;
+        if (w.keys[i - 1].row != w.keys[i].row) w.keys[i - 1].row = w.keys[i].row = ROW_MIXED;
+    }
 
     /* storages: "<prefix>/data/<key>" entries whose key the pickle typed */
     size_t cap = 0;
@@ -591,6 +637,7 @@ int lmc_tz_parse(lmc_tz_info* out, const uint8_t* f, size_t n)
         lmc_tz_storage* const s = &out->v[out->count++];
         s->off = o; s->len = z->size; s->key = key; s->key_len = kl;
         s->dtype = w.keys[j].dtype; s->width = w.keys[j].width;
+        s->row = w.keys[j].row == ROW_MIXED ? 0 : w.keys[j].row;
     }
     if (out->count) qsort(out->v, out->count, sizeof(lmc_tz_storage), cmp_off);
     for (size_t i = 1; i < out->count; i++)      /* overlapping entries: hostile, decline */

@@ -90,3 +90,10 @@ for proto in (2, 4, 5):
     P(b, protocol=proto).dump(collections.OrderedDict(
         w=("S", "0"), v=("S", "1"), u=("S", "2"), z=[1.5, 2 ** 40, -3, True, None, b"xy", {1, 2}, ("S", "0")]))
     open("proto%d.pkl" % proto, "wb").write(b.getvalue())
+
+# row lengths (the last dimension of contiguous tensors of 2+ dimensions, per
+# storage): "w" and its 16x64 view disagree (no row), "t" is a transposed view
+# (not row-major: no row), "c" is 3-D (row 40), "v" is 1-D (no row)
+w = torch.randn(32, 32)
+save({"w": w, "w2": w.view(16, 64), "t": torch.randn(8, 24).t(), "c": torch.randn(3, 5, 40),
+      "v": torch.randn(50)}, "views")
