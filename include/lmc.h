@@ -325,12 +325,20 @@ LMC_API uint64_t lmc_safetensors_prefix(const void* head, size_t avail);
  * `file_size` bytes (UINT64_MAX if unknown). Returns 0 and *map, or
  * LMC_ERR_NOT_CONTAINER if it is not a valid safetensors file, LMC_ERR_MEMORY. */
 LMC_API size_t lmc_tensor_map_safetensors(lmc_tensor_map** map, const void* head, size_t avail, uint64_t file_size);
+/* Parses a whole torch.save archive (the zip torch.save writes since PyTorch
+ * 1.6) held in file[0..size): one entry per storage whose element type the
+ * pickle names, in file order, called "data/<key>" after its zip entry, with
+ * ndim 1 and shape { values } (a storage may hold several tensors: their
+ * shapes are not kept). The map owns copies of what it returns. Returns 0 and
+ * *map, LMC_ERR_NOT_CONTAINER if it is not such an archive (or its pickle is
+ * not understood), LMC_ERR_MEMORY. */
+LMC_API size_t lmc_tensor_map_torch(lmc_tensor_map** map, const void* file, size_t size);
 LMC_API size_t lmc_tensor_map_count(const lmc_tensor_map* map);
 /* Tensors in file order (by offset); NULL if i is out of range. */
 LMC_API const lmc_tensor_info* lmc_tensor_map_get(const lmc_tensor_map* map, size_t i);
 /* Index of the tensor called `name`, or -1. */
 LMC_API long lmc_tensor_map_find(const lmc_tensor_map* map, const char* name, size_t name_len);
-/* Bytes before the first tensor (8 + header length). */
+/* Bytes before the first tensor (safetensors: 8 + header length). */
 LMC_API uint64_t lmc_tensor_map_header_size(const lmc_tensor_map* map);
 LMC_API void lmc_tensor_map_free(lmc_tensor_map* map);
 

@@ -147,7 +147,9 @@ static void usage(FILE* f)
 "  mlp        mlp, ffn, a dot-part fc, fc_*, fc<digit>; c_fc, up_proj,\n"
 "             down_proj, gate_proj, dense_h_to_4h, dense_4h_to_h\n"
 "  other      everything else\n"
-"A file that is not safetensors is analysed as bytes (u8), and says so.\n"
+"A torch.save zip is read as lmc reads it: one \"tensor\" per typed storage,\n"
+"named data/<key>, classed by the file name (tensor names and shapes are not\n"
+"read). A file that is neither is analysed as bytes (u8), and says so.\n"
 "\n"
 "Inputs:\n"
 "  A DIR with sub-folders is a trajectory: each sub-folder is a checkpoint,\n"
@@ -551,7 +553,8 @@ typedef struct {
     char* key;                /* matches files across checkpoints */
     char* path;
     char* ref;                /* NULL: none */
-    int is_st;
+    int is_st;                /* a tensor map: safetensors or a torch.save archive */
+    const char* container;    /* "safetensors", "torch.save" or "bytes" */
     const char* note;
     uint64_t size, header;
     size_t ntensors, nmatched;
@@ -833,6 +836,7 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
         if (ref_size >= 8) {
             uint64_t const rp = lmc_safetensors_prefix(ref, ref_size);
             if (rp && rp <= ref_size && lmc_is_error(lmc_tensor_map_safetensors(&rmap, ref, ref_size, ref_size))) rmap = NULL;
+            if (!rp && lmc_is_error(lmc_tensor_map_torch(&rmap, ref, ref_size))) rmap = NULL;
         }
     }
 
@@ -853,6 +857,21 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
                 map = NULL;
                 if (lmc_get_error(r) == LMC_ERR_MEMORY) { aerr("out of memory"); goto out; }
                 f->note = "not a valid safetensors file: analysed as bytes (u8)";
+            } else {
+                f->container = "safetensors";
+            }
+        } else if (f->size >= 4 && f->size == (uint64_t)(size_t)f->size) {
+            /* a torch.save zip? its directory is at the end: map the whole file */
+            void* const fm = mmap(NULL, (size_t)f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+            if (fm == MAP_FAILED) { aerr("%s: mmap: %s", path, strerror(errno)); goto out; }
+            size_t const r = lmc_tensor_map_torch(&map, fm, (size_t)f->size);
+            munmap(fm, (size_t)f->size);   /* the map keeps copies */
+            if (lmc_is_error(r)) {
+                map = NULL;
+                if (lmc_get_error(r) == LMC_ERR_MEMORY) { aerr("out of memory"); goto out; }
+                f->note = "neither safetensors nor a torch.save zip: analysed as bytes (u8)";
+            } else {
+                f->container = "torch.save";
             }
         } else {
             f->note = "not a safetensors file: analysed as bytes (u8)";
@@ -864,13 +883,16 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
         f->is_st = 1;
         f->header = lmc_tensor_map_header_size(map);
         size_t const n = lmc_tensor_map_count(map);
-        f->t = (tensor_res*)xcalloc(n, sizeof *f->t);
-        seg_push_same_offset(&S, 0, f->header, 1, ref != NULL, ref_size, -1);
-        uint64_t data_end = f->header;
+        int const torch = strcmp(f->container, "torch.save") == 0;
+        f->t = (tensor_res*)xcalloc(n ? n : 1, sizeof *f->t);
+        /* the bytes around the tensors as lmc codes them: XORed with the
+         * reference at the same offset, except a safetensors file's tail */
+        uint64_t data_end = 0;
         for (size_t i = 0; i < n; i++) {
             const lmc_tensor_info* t = lmc_tensor_map_get(map, i);
-            if (t->offset + t->size > data_end) data_end = t->offset + t->size;
             if (!t->size) continue;
+            if (t->offset > data_end) seg_push_same_offset(&S, data_end, t->offset, 1, ref != NULL, ref_size, -1);
+            if (t->offset + t->size > data_end) data_end = t->offset + t->size;
             tensor_res* tr = &f->t[f->nt];
             tr->name = xstrdup(t->name);
             tr->dt = t->dtype;
@@ -888,7 +910,12 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
             f->nmatched += (size_t)tr->matched;
         }
         f->ntensors = f->nt;
-        if (data_end < f->size) seg_push(&S, data_end, f->size - data_end, 1, 0, 0, -1);
+        if (data_end < f->header) {   /* no tensors: the header alone */
+            seg_push_same_offset(&S, data_end, f->header, 1, ref != NULL, ref_size, -1);
+            data_end = f->header;
+        }
+        if (data_end < f->size && torch) seg_push_same_offset(&S, data_end, f->size, 1, ref != NULL, ref_size, -1);
+        else if (data_end < f->size) seg_push(&S, data_end, f->size - data_end, 1, 0, 0, -1);
     } else {
         f->header = 0;
         f->t = (tensor_res*)xcalloc(1, sizeof *f->t);
@@ -1321,7 +1348,10 @@ static void print_file(const ckpt* c, const file_res* f, int traj)
     if (traj) printf("   path: %s\n", f->path);
     if (f->ref) printf("   ref:  %s (%zu of %zu tensors matched: coded as XOR deltas)\n", f->ref, f->nmatched, f->ntensors);
     else printf("   ref:  none (coded whole)\n");
-    if (f->is_st) printf("   safetensors, %llu bytes, header %llu bytes, %zu tensors\n",
+    if (f->is_st && strcmp(f->container, "torch.save") == 0)
+        printf("   torch.save zip, %llu bytes, %llu bytes before the first storage, %zu typed storages (named data/<key>)\n",
+               (unsigned long long)f->size, (unsigned long long)f->header, f->ntensors);
+    else if (f->is_st) printf("   safetensors, %llu bytes, header %llu bytes, %zu tensors\n",
                          (unsigned long long)f->size, (unsigned long long)f->header, f->ntensors);
     else printf("   %s, %llu bytes\n", f->note, (unsigned long long)f->size);
     printf("   whole file: ideal %s (floor %.0f B)  lmc %s (%llu B",
@@ -1487,7 +1517,7 @@ static void json_file(FILE* out, const file_res* f)
     fputs("      {\"key\": ", out); json_str(out, f->key);
     fputs(", \"path\": ", out); json_str(out, f->path);
     fputs(", \"ref\": ", out); if (f->ref) json_str(out, f->ref); else fputs("null", out);
-    fprintf(out, ",\n       \"container\": \"%s\", \"note\": ", f->is_st ? "safetensors" : "bytes");
+    fprintf(out, ",\n       \"container\": \"%s\", \"note\": ", f->is_st ? f->container : "bytes");
     if (f->note) json_str(out, f->note); else fputs("null", out);
     fprintf(out, ", \"bytes\": %llu, \"header_bytes\": %llu, \"tensors\": %zu, \"tensors_matched\": %zu,\n",
             (unsigned long long)f->size, (unsigned long long)f->header, f->ntensors, f->nmatched);

@@ -969,19 +969,24 @@ static int give_cctx_ref(int private_output)
     return 0;
 }
 
-/* A safetensors input against a safetensors reference: how many of the
- * input's tensors (those with data) have a counterpart in the reference of
- * the same name, dtype and shape, the ones the library codes as deltas
- * (*total: how many there are). -1 when either file is not safetensors. */
+/* A safetensors input against a safetensors reference, or a torch.save zip
+ * against a torch.save zip: how many of the input's tensors (those with
+ * data; a zip's typed storages) have a counterpart in the reference of the
+ * same name, dtype and shape, the ones the library codes as deltas (*total:
+ * how many there are). -1 when the two are not both of one of those kinds. */
 static long ref_tensor_matches(const unsigned char* in, size_t in_size, size_t* total)
 {
     lmc_tensor_map *mi = NULL, *mr = NULL;
     long matched = -1;
+    int ok;
     *total = 0;
-    if (in_size < 8 || g_ref_size < 8 || !lmc_safetensors_prefix(in, in_size) || !lmc_safetensors_prefix(g_ref, g_ref_size))
-        return -1;
-    if (!lmc_is_error(lmc_tensor_map_safetensors(&mi, in, in_size, in_size))
-        && !lmc_is_error(lmc_tensor_map_safetensors(&mr, g_ref, g_ref_size, g_ref_size))) {
+    if (in_size < 8 || g_ref_size < 8) return -1;
+    if (lmc_safetensors_prefix(in, in_size) && lmc_safetensors_prefix(g_ref, g_ref_size))
+        ok = !lmc_is_error(lmc_tensor_map_safetensors(&mi, in, in_size, in_size))
+             && !lmc_is_error(lmc_tensor_map_safetensors(&mr, g_ref, g_ref_size, g_ref_size));
+    else
+        ok = !lmc_is_error(lmc_tensor_map_torch(&mi, in, in_size)) && !lmc_is_error(lmc_tensor_map_torch(&mr, g_ref, g_ref_size));
+    if (ok) {
         size_t const n = lmc_tensor_map_count(mi);
         matched = 0;
         for (size_t i = 0; i < n; i++) {

@@ -336,6 +336,21 @@ mkdir flat && cp traj/step-000100/model.safetensors flat/ckpt-100.safetensors &&
 "$LMC" analyze --json flat > flat.json
 pycheck "folder of numbered files: a trajectory" flat.json '[c["step"] for c in d["checkpoints"]] == [100, 200] and d["checkpoints"][1]["files"][0]["ref"].endswith("ckpt-100.safetensors")'
 
+# ---------------------------------------------------------------- torch.save archives
+# tests/data/torch/step3.pt and step2.pt (gen.py: a 32->64->32 MLP and its
+# Adam state, two consecutive steps): 16 float32 storages, all present in both
+TZ="$ROOT/tests/data/torch"
+"$LMC" analyze --json --ref "$TZ/step2.pt" "$TZ/step3.pt" > tz.json
+check "torch.save delta: exit 0, JSON" test -s tz.json
+pycheck "torch.save: container, 16 storages, all matched" tz.json 'f["container"] == "torch.save" and f["tensors"] == 16 and f["tensors_matched"] == 16 and f["note"] is None'
+pycheck "torch.save: one dtype, f32, 4 byte groups" tz.json 'len(f["dtypes"]) == 1 and dt["dtype"] == "f32" and dt["width"] == 4 and len(dt["ones"]) == 32'
+pycheck "torch.save: storages named data/<key>, flips measured" tz.json 'sorted(ten) == sorted("data/%d" % k for k in range(16)) and dt["flips"] is not None and dt["compared_values"] == 12580'
+"$LMC" analyze "$TZ/step3.pt" > tz.txt
+check "torch.save: the text report names the container" grep -q "torch.save zip, 54353 bytes" tz.txt
+head -c 54353 /dev/urandom > notzip.bin
+"$LMC" analyze --json notzip.bin > nz.json
+pycheck "neither container: analysed as bytes" nz.json 'f["container"] == "bytes" and "analysed as bytes" in f["note"] and dt["dtype"] == "u8"'
+
 # ---------------------------------------------------------------- plots
 if command -v gnuplot >/dev/null 2>&1; then
     "$LMC" analyze -q --plot plots traj

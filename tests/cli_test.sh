@@ -296,6 +296,14 @@ check "torch zip delta: mapped file and stdin give the same frame" same tz.lmc t
 check "torch zip delta: recognised as torch" eval '"$LMC" -l tz.lmc | grep -qi torch'
 "$LMC" -q -d -r "$TZ/step2.pt" -c tz.lmc > tz.out
 check "torch zip delta: round trip" same tz.out "$TZ/step3.pt"
+# a torch zip against one whose storages all differ (bf16.pt: storage 0 is
+# 64x32 bf16; step3.pt's 16 are float32 of other sizes): a keyframe, warned
+out=$("$LMC" -f -r "$TZ/bf16.pt" "$TZ/step3.pt" -o tzw.lmc 2>&1); rc=$?
+check "torch zip, -r with no matching storage: a warning naming the reference" \
+    eval '[ $rc -eq 0 ] && echo "$out" | grep -q "warning: .*none of its 16 tensors has a counterpart .*bf16.pt"'
+check "torch zip, -r with no matching storage: coded as a keyframe" eval '"$LMC" -l tzw.lmc | grep -q "reference *none"'
+"$LMC" -q -f -d tzw.lmc -o tzw.out
+check "torch zip, -r with no matching storage: decodes without -r" same tzw.out "$TZ/step3.pt"
 # To a file, compression starts before the reference's hash is known and
 # writes it into the header at the end; to stdout it waits for it: the same
 # frame either way, and --rm's check decodes the patched file.

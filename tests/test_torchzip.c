@@ -119,6 +119,50 @@ static void test_rows(void** state)
     }
 }
 
+/* The public map (lmc.h): the same storages as lmc_tz_parse, in file order,
+ * named data/<key>, found by name; anything else is NOT_CONTAINER. */
+static void test_public_map(void** state)
+{
+    (void)state;
+    for (size_t f = 0; f < NTYPED; f++) {
+        size_t n;
+        uint8_t* const buf = load(k_typed[f], ".pt", &n);
+        lmc_tz_info t;
+        assert_int_equal(lmc_tz_parse(&t, buf, n), 0);
+        lmc_tensor_map* m = NULL;
+        assert_int_equal(lmc_tensor_map_torch(&m, buf, n), 0);
+        assert_int_equal(lmc_tensor_map_count(m), t.count);
+        assert_int_equal(lmc_tensor_map_header_size(m), t.count ? t.v[0].off : n);
+        for (size_t i = 0; i < t.count; i++) {
+            const lmc_tensor_info* const ti = lmc_tensor_map_get(m, i);
+            char name[64];
+            assert_true(t.v[i].key_len + 6 <= sizeof(name));
+            memcpy(name, "data/", 5);
+            memcpy(name + 5, t.v[i].key, t.v[i].key_len);
+            name[5 + t.v[i].key_len] = 0;
+            assert_string_equal(ti->name, name);
+            assert_int_equal(ti->name_len, strlen(name));
+            assert_int_equal(ti->offset, t.v[i].off);
+            assert_int_equal(ti->size, t.v[i].len);
+            assert_int_equal(ti->dtype, t.v[i].dtype);
+            assert_int_equal(ti->ndim, 1);
+            assert_int_equal(ti->shape[0], t.v[i].len / t.v[i].width);
+            assert_int_equal(lmc_tensor_map_find(m, name, strlen(name)), (long)i);
+        }
+        assert_null(lmc_tensor_map_get(m, t.count));
+        assert_int_equal(lmc_tensor_map_find(m, "data/nope", 9), -1);
+        lmc_tensor_map_free(m);
+        lmc_tz_free(&t);
+        /* the same bytes less their last one: the zip directory is gone */
+        m = NULL;
+        size_t const r = lmc_tensor_map_torch(&m, buf, n - 1);
+        assert_true(lmc_is_error(r));
+        assert_int_equal(lmc_get_error(r), LMC_ERR_NOT_CONTAINER);
+        assert_null(m);
+        free(buf);
+    }
+}
+
 static void test_not_a_zip(void** state)
 {
     (void)state;
@@ -406,6 +450,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_matches_torch),
         cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_public_map),
         cmocka_unit_test(test_not_a_zip),
         cmocka_unit_test(test_roundtrip_and_stats),
         cmocka_unit_test(test_streaming),
