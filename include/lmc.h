@@ -312,6 +312,9 @@ typedef struct {
     const uint64_t* shape;
     uint64_t    offset;    /* absolute file offset of the first byte */
     uint64_t    size;      /* bytes */
+    const char* label;     /* for reports: safetensors, the name; torch.save, the dict key the
+                            * tensor was stored under (NULL: none found, or several) */
+    size_t      label_len;
 } lmc_tensor_info;
 
 typedef struct lmc_tensor_map_s lmc_tensor_map;
@@ -327,7 +330,8 @@ LMC_API uint64_t lmc_safetensors_prefix(const void* head, size_t avail);
 LMC_API size_t lmc_tensor_map_safetensors(lmc_tensor_map** map, const void* head, size_t avail, uint64_t file_size);
 /* Parses a whole torch.save archive (the zip torch.save writes since PyTorch
  * 1.6) held in file[0..size): one entry per storage whose element type the
- * pickle names, in file order, called "data/<key>" after its zip entry, with
+ * pickle names, in file order, called "data/<key>" after its zip entry (and
+ * labelled with the dict key its tensor was stored under, where one is), with
  * ndim 1 and shape { values } (a storage may hold several tensors: their
  * shapes are not kept). The map owns copies of what it returns. Returns 0 and
  * *map, LMC_ERR_NOT_CONTAINER if it is not such an archive (or its pickle is

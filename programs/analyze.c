@@ -148,8 +148,9 @@ static void usage(FILE* f)
 "             down_proj, gate_proj, dense_h_to_4h, dense_4h_to_h\n"
 "  other      everything else\n"
 "A torch.save zip is read as lmc reads it: one \"tensor\" per typed storage,\n"
-"named data/<key>, classed by the file name (tensor names and shapes are not\n"
-"read). A file that is neither is analysed as bytes (u8), and says so.\n"
+"named data/<key>, labelled and classed by the dict key its tensor was stored\n"
+"under, by the rules above (shapes are not read). A file that is neither is\n"
+"analysed as bytes (u8), and says so.\n"
 "\n"
 "Inputs:\n"
 "  A DIR with sub-folders is a trajectory: each sub-folder is a checkpoint,\n"
@@ -536,6 +537,7 @@ static void block_stats(astats* s, hists* H, const uint8_t* p, const uint8_t* r,
  **************************************************************/
 typedef struct {
     char* name;
+    char* label;              /* torch.save: the dict key of the tensor on the storage; NULL none */
     lmc_dtype dt;
     int cls;
     int matched;
@@ -895,8 +897,9 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
             if (t->offset + t->size > data_end) data_end = t->offset + t->size;
             tensor_res* tr = &f->t[f->nt];
             tr->name = xstrdup(t->name);
+            tr->label = t->label && strcmp(t->label, t->name) != 0 ? xstrdup(t->label) : NULL;
             tr->dt = t->dtype;
-            tr->cls = classify(t->name, base_name(path));
+            tr->cls = classify(tr->label ? tr->label : t->name, base_name(path));
             tr->shape = shape_json(t);
             unsigned w = t->width;
             if (w < 1 || w > MAXW) w = 1;
@@ -1052,7 +1055,7 @@ out:
 
 static void file_res_free(file_res* f)
 {
-    for (size_t i = 0; i < f->nt; i++) { free(f->t[i].name); free(f->t[i].shape); }
+    for (size_t i = 0; i < f->nt; i++) { free(f->t[i].name); free(f->t[i].label); free(f->t[i].shape); }
     free(f->t); free(f->d); free(f->key); free(f->path); free(f->ref);
 }
 
@@ -1566,6 +1569,8 @@ static void json_file(FILE* out, const file_res* f)
             if (tr->dt != d->dt) continue;
             fprintf(out, "%s\n          {\"name\": ", first ? "" : ",");
             json_str(out, tr->name);
+            fputs(", \"label\": ", out);
+            if (tr->label) json_str(out, tr->label); else fputs("null", out);
             fprintf(out, ", \"class\": \"%s\", \"shape\": %s, \"matched\": %s,\n", g_cls_name[tr->cls], tr->shape, tr->matched ? "true" : "false");
             json_stats(out, &tr->st, "           ");
             fputs("}", out);

@@ -345,6 +345,7 @@ check "torch.save delta: exit 0, JSON" test -s tz.json
 pycheck "torch.save: container, 16 storages, all matched" tz.json 'f["container"] == "torch.save" and f["tensors"] == 16 and f["tensors_matched"] == 16 and f["note"] is None'
 pycheck "torch.save: one dtype, f32, 4 byte groups" tz.json 'len(f["dtypes"]) == 1 and dt["dtype"] == "f32" and dt["width"] == 4 and len(dt["ones"]) == 32'
 pycheck "torch.save: storages named data/<key>, flips measured" tz.json 'sorted(ten) == sorted("data/%d" % k for k in range(16)) and dt["flips"] is not None and dt["compared_values"] == 12580'
+pycheck "torch.save: labels from the dicts, classes from them" tz.json 'ten["data/0"]["label"] == "0.weight" and ten["data/5"]["label"] == "exp_avg" and ten["data/5"]["class"] == "optimizer" and ten["data/4"]["label"] == "step"'
 "$LMC" analyze "$TZ/step3.pt" > tz.txt
 check "torch.save: the text report names the container" grep -q "torch.save zip, 54353 bytes" tz.txt
 head -c 54353 /dev/urandom > notzip.bin

@@ -119,6 +119,45 @@ static void test_rows(void** state)
     }
 }
 
+/* Labels: the dict key each storage's tensor was stored under, from the
+ * pickle's SETITEM(S), against what gen.py saved; none for a bare tensor and
+ * for a storage under two keys (a tensor and its view). */
+static void test_labels(void** state)
+{
+    (void)state;
+    static const struct { const char* file; const char* key; const char* label; } k_labels[] = {
+        { "bf16", "0", NULL },
+        { "shared", "0", NULL }, { "shared", "1", "b" }, { "shared", "2", "mask" }, { "shared", "3", "idx" },
+        { "shared", "4", "d" },
+        { "step2", "0", "0.weight" }, { "step2", "1", "0.bias" }, { "step2", "2", "2.weight" }, { "step2", "3", "2.bias" },
+        { "step2", "4", "step" }, { "step2", "5", "exp_avg" }, { "step2", "6", "exp_avg_sq" },
+        { "views", "0", NULL }, { "views", "1", "t" }, { "views", "2", "c" }, { "views", "3", "v" },
+    };
+    for (size_t r = 0; r < sizeof(k_labels) / sizeof(k_labels[0]); r++) {
+        size_t n;
+        uint8_t* const buf = load(k_labels[r].file, ".pt", &n);
+        lmc_tz_info t;
+        assert_int_equal(lmc_tz_parse(&t, buf, n), 0);
+        long const i = lmc_tz_find(&t, (const uint8_t*)k_labels[r].key, strlen(k_labels[r].key));
+        assert_true(i >= 0);
+        lmc_tensor_map* m = NULL;
+        assert_int_equal(lmc_tensor_map_torch(&m, buf, n), 0);
+        const lmc_tensor_info* const ti = lmc_tensor_map_get(m, (size_t)i);
+        if (!k_labels[r].label) {
+            assert_null(t.v[i].name);
+            assert_null(ti->label);
+        } else {
+            assert_int_equal(t.v[i].name_len, strlen(k_labels[r].label));
+            assert_memory_equal(t.v[i].name, k_labels[r].label, t.v[i].name_len);
+            assert_string_equal(ti->label, k_labels[r].label);
+            assert_int_equal(ti->label_len, strlen(k_labels[r].label));
+        }
+        lmc_tensor_map_free(m);
+        lmc_tz_free(&t);
+        free(buf);
+    }
+}
+
 /* The public map (lmc.h): the same storages as lmc_tz_parse, in file order,
  * named data/<key>, found by name; anything else is NOT_CONTAINER. */
 static void test_public_map(void** state)
@@ -451,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_parse_matches_torch),
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_public_map),
+        cmocka_unit_test(test_labels),
         cmocka_unit_test(test_not_a_zip),
         cmocka_unit_test(test_roundtrip_and_stats),
         cmocka_unit_test(test_streaming),

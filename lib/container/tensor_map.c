@@ -50,6 +50,7 @@ size_t lmc_tensor_map_safetensors(lmc_tensor_map** out, const void* head, size_t
         const lmc_st_tensor* const s = &m->st.tensors[i];
         lmc_tensor_info* const t = &m->t[i];
         t->name = s->name; t->name_len = s->name_len;
+        t->label = s->name; t->label_len = s->name_len;
         t->dtype = (lmc_dtype)s->dtype; t->width = s->width;
         t->ndim = s->ndim; t->shape = s->shape;
         t->offset = s->begin; t->size = s->end - s->begin;
@@ -68,7 +69,7 @@ size_t lmc_tensor_map_torch(lmc_tensor_map** out, const void* file, size_t size)
     if (!file || lmc_tz_parse(&tz, (const uint8_t*)file, size) != 0) return LMC_ERR(NOT_CONTAINER);
     lmc_tensor_map* const m = (lmc_tensor_map*)calloc(1, sizeof(*m));
     size_t chars = 0;
-    for (size_t i = 0; i < tz.count; i++) chars += 5 + tz.v[i].key_len + 1;
+    for (size_t i = 0; i < tz.count; i++) chars += 5 + tz.v[i].key_len + 1 + (tz.v[i].name ? tz.v[i].name_len + 1 : 0);
     if (m) {
         m->torch = 1;
         m->n = tz.count;
@@ -87,6 +88,12 @@ size_t lmc_tensor_map_torch(lmc_tensor_map** out, const void* file, size_t size)
         nm[5 + s->key_len] = 0;
         t->name = nm; t->name_len = 5 + s->key_len;
         nm += t->name_len + 1;
+        if (s->name) {
+            memcpy(nm, s->name, s->name_len);
+            nm[s->name_len] = 0;
+            t->label = nm; t->label_len = s->name_len;
+            nm += s->name_len + 1;
+        }
         t->dtype = (lmc_dtype)s->dtype; t->width = s->width;
         m->numel[i] = s->len / s->width;
         t->ndim = 1; t->shape = &m->numel[i];

@@ -84,19 +84,23 @@ static const dt_name* lookup(const dt_name* t, size_t nt, const uint8_t* p, size
 
 /*-*** pickle walker ***-*/
 /* V_UNSET: memo slot never put. V_STORAGE: what BINPERSID loaded. V_INTS: a
- * tuple of integers (a tensor's size or stride). */
-enum { V_UNSET, V_OTHER, V_MARK, V_STR, V_INT, V_GLOBAL, V_PERSID, V_STORAGE, V_INTS };
+ * tuple of integers (a tensor's size or stride). V_TARGS: a tuple that starts
+ * with a storage (a tensor's rebuild arguments); V_TENSOR: what REDUCE made
+ * of one. */
+enum { V_UNSET, V_OTHER, V_MARK, V_STR, V_INT, V_GLOBAL, V_PERSID, V_STORAGE, V_INTS, V_TARGS, V_TENSOR };
 
 typedef struct {           /* a stack or memo value; strings point into the pickle */
     uint8_t  kind, dtype, width;
     uint32_t ao, al;       /* V_STR: text; V_GLOBAL: module; V_PERSID: storage key; V_INTS: ao items */
     uint32_t bo, bl;       /* V_GLOBAL: name; V_INTS: bo the item before the last (UINT32_MAX: other) */
-    int64_t  i;            /* V_INT; V_INTS: the last item; V_STORAGE: its pkey index, -1 none */
+    int64_t  i;            /* V_INT; V_INTS: the last item; V_STORAGE, V_TARGS, V_TENSOR: the pkey index, -1 none */
 } pv;
 
-/* key -> dtype, from the pickle, and the row length of the tensors built on
- * the storage (ROW_NONE none seen yet, ROW_MIXED views that disagree) */
-typedef struct { const uint8_t* k; size_t kl; uint8_t dtype, width; uint32_t row; } pkey;
+/* key -> dtype, from the pickle, the row length of the tensors built on the
+ * storage (ROW_NONE none seen yet, ROW_MIXED views that disagree) and the
+ * dict key a tensor on it was stored under (nl 0: none, NAME_MIXED: several) */
+typedef struct { const uint8_t* k; size_t kl; uint8_t dtype, width; uint32_t row; uint32_t no, nl; } pkey;
+#define NAME_MIXED UINT32_MAX
 #define ROW_NONE  0u
 #define ROW_MIXED UINT32_MAX
 
@@ -210,6 +214,7 @@ static int make_tuple(walker* w, size_t k)
         t.bo = k >= 2 && it[k - 2].i >= 0 && it[k - 2].i < UINT32_MAX ? (uint32_t)it[k - 2].i : UINT32_MAX;
     }
     note_row(w, it, k);
+    if (k >= 4 && it[0].kind == V_STORAGE) { t.kind = V_TARGS; t.i = it[0].i; }
     if (k >= 3 && it[0].kind == V_STR && eq(S(w, it[0].ao), it[0].al, "storage")
         && it[1].kind == V_GLOBAL && it[2].kind == V_STR) {
         t.kind = V_PERSID; t.ao = it[2].ao; t.al = it[2].al;
@@ -249,8 +254,27 @@ static int record_persid(walker* w, const pv* v, int64_t* idx)
     if (grow((void**)&w->keys, &w->kcap, w->kn + 1, sizeof(pkey))) return -1;
     pkey* const k = &w->keys[w->kn];
     k->k = w->p + v->ao; k->kl = v->al; k->dtype = v->dtype; k->width = v->width; k->row = ROW_NONE;
+    k->no = 0; k->nl = 0;
     *idx = (int64_t)w->kn++;
     return 0;
+}
+
+/* A dict item key -> value: a tensor stored under a string names its storage
+ * (for reports only; a storage under two names keeps none). */
+static void note_name(walker* w, const pv* key, const pv* value)
+{
+    if (key->kind != V_STR || value->kind != V_TENSOR || value->i < 0 || (size_t)value->i >= w->kn || !key->al) return;
+    pkey* const p = &w->keys[value->i];
+    if (p->nl == 0) { p->no = key->ao; p->nl = key->al; return; }
+    if (p->nl != NAME_MIXED && (p->nl != key->al || memcmp(w->p + p->no, w->p + key->ao, key->al) != 0)) p->nl = NAME_MIXED;
+}
+
+/* The items above the topmost MARK, as key, value pairs. */
+static void note_names_after_mark(walker* w)
+{
+    long const m = find_mark(w);
+    if (m < 0) return;
+    for (size_t j = (size_t)m + 1; j + 1 < w->sn; j += 2) note_name(w, &w->st[j], &w->st[j + 1]);
 }
 
 static int memo_put(walker* w, uint64_t idx)
@@ -406,18 +430,27 @@ static int walk(walker* w)
             break;
         }
         case 'P': return -1;                                  /* text PERSID: torch never writes it */
-        case 'R': case 0x81:                                  /* REDUCE, NEWOBJ */
-            rc = pop_n(w, 2) ? -1 : push_kind(w, V_OTHER); break;
+        case 'R': case 0x81: {                                /* REDUCE, NEWOBJ */
+            /* REDUCE of a tensor's rebuild arguments: a tensor on that storage */
+            int64_t const idx = op == 'R' && w->sn >= 2 && w->st[w->sn - 1].kind == V_TARGS ? w->st[w->sn - 1].i : -2;
+            rc = pop_n(w, 2);
+            if (!rc && idx == -2) rc = push_kind(w, V_OTHER);
+            else if (!rc) { rc = push_kind(w, V_TENSOR); if (!rc) w->st[w->sn - 1].i = idx; }
+            break;
+        }
         case 0x92: rc = pop_n(w, 3) ? -1 : push_kind(w, V_OTHER); break;  /* NEWOBJ_EX */
         case 'b': case 'a':                                   /* BUILD, APPEND */
             rc = w->sn >= 2 && w->st[w->sn - 2].kind != V_MARK ? pop_n(w, 1) : -1; break;
         case 's':                                             /* SETITEM */
+            if (w->sn >= 3 && w->st[w->sn - 3].kind != V_MARK) note_name(w, &w->st[w->sn - 2], &w->st[w->sn - 1]);
             rc = w->sn >= 3 && w->st[w->sn - 3].kind != V_MARK ? pop_n(w, 2) : -1; break;
         case 'u': case 'e': case 0x90:                        /* SETITEMS APPENDS ADDITEMS */
+            if (op == 'u') note_names_after_mark(w);
             rc = pop_mark(w, -1);                             /* they update the item below the mark */
             if (!rc && (w->sn == 0 || w->st[w->sn - 1].kind == V_MARK)) rc = -1;
             break;
         case 'd': case 'l': case 'o': case 0x91:              /* DICT LIST OBJ FROZENSET */
+            if (op == 'd') note_names_after_mark(w);
             rc = pop_mark(w, V_OTHER); break;
         case 'q': rc = (a = take(w, &pos, 1)) ? memo_put(w, a[0]) : -1; break;      /* BINPUT */
         case 'r': rc = (a = take(w, &pos, 4)) ? memo_put(w, r32(a)) : -1; break;    /* LONG_BINPUT */
@@ -619,6 +652,12 @@ int lmc_tz_parse(lmc_tz_info* out, const uint8_t* f, size_t n)
         if (cmp_pkey(&w.keys[i - 1], &w.keys[i]) != 0) continue;
         if (w.keys[i - 1].width != w.keys[i].width) goto out;
         if (w.keys[i - 1].row != w.keys[i].row) w.keys[i - 1].row = w.keys[i].row = ROW_MIXED;
+        pkey* const a = &w.keys[i - 1];
+        pkey* const b = &w.keys[i];
+        if (a->nl == 0) { a->no = b->no; a->nl = b->nl; }   /* one name among them: keep it */
+        else if (b->nl == 0) { b->no = a->no; b->nl = a->nl; }
+        else if (a->nl == NAME_MIXED || b->nl == NAME_MIXED || a->nl != b->nl || memcmp(w.p + a->no, w.p + b->no, a->nl))
+            a->nl = b->nl = NAME_MIXED;
     }
 
     /* storages: "<prefix>/data/<key>" entries whose key the pickle typed */
@@ -638,6 +677,8 @@ int lmc_tz_parse(lmc_tz_info* out, const uint8_t* f, size_t n)
         s->off = o; s->len = z->size; s->key = key; s->key_len = kl;
         s->dtype = w.keys[j].dtype; s->width = w.keys[j].width;
         s->row = w.keys[j].row == ROW_MIXED ? 0 : w.keys[j].row;
+        s->name = w.keys[j].nl && w.keys[j].nl != NAME_MIXED ? w.p + w.keys[j].no : NULL;
+        s->name_len = s->name ? w.keys[j].nl : 0;
     }
     if (out->count) qsort(out->v, out->count, sizeof(lmc_tz_storage), cmp_off);
     for (size_t i = 1; i < out->count; i++)      /* overlapping entries: hostile, decline */

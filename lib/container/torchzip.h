@@ -28,6 +28,8 @@ typedef struct {
     uint8_t        dtype;      /* lmc_dtype code */
     uint8_t        width;      /* bytes per value used for grouping: 1, 2, 4 or 8 */
     uint32_t       row;        /* values per row of the tensors on it (2..65535), 0 unknown */
+    const uint8_t* name;       /* the dict key the tensor on it was stored under, */
+    size_t         name_len;   /*   in data.pkl (NULL: none, or several) */
 } lmc_tz_storage;
 
 typedef struct { const uint8_t* key; size_t key_len; size_t index; } lmc_tz_keyref;
