@@ -785,6 +785,17 @@ static dtype_res* dtype_slot(file_res* f, lmc_dtype dt)
     return d;
 }
 
+/* After a container parse r: 0 with f->container set, or *map cleared and
+ * f->note set; -1 (after a message) when memory ran out. */
+static int took_map(file_res* f, size_t r, lmc_tensor_map** map, const char* container, const char* note)
+{
+    if (!lmc_is_error(r)) { f->container = container; return 0; }
+    *map = NULL;
+    if (lmc_get_error(r) == LMC_ERR_MEMORY) { aerr("out of memory"); return -1; }
+    f->note = note;
+    return 0;
+}
+
 static int analyze_file(file_res* f, const char* path, const char* refpath, const char* key)
 {
     int fd = -1, rc = 1;
@@ -855,26 +866,14 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
                 avail = (size_t)need;
             }
             size_t const r = lmc_tensor_map_safetensors(&map, head, avail, f->size);
-            if (lmc_is_error(r)) {
-                map = NULL;
-                if (lmc_get_error(r) == LMC_ERR_MEMORY) { aerr("out of memory"); goto out; }
-                f->note = "not a valid safetensors file: analysed as bytes (u8)";
-            } else {
-                f->container = "safetensors";
-            }
+            if (took_map(f, r, &map, "safetensors", "not a valid safetensors file: analysed as bytes (u8)")) goto out;
         } else if (f->size >= 4 && f->size == (uint64_t)(size_t)f->size) {
             /* a torch.save zip? its directory is at the end: map the whole file */
             void* const fm = mmap(NULL, (size_t)f->size, PROT_READ, MAP_PRIVATE, fd, 0);
             if (fm == MAP_FAILED) { aerr("%s: mmap: %s", path, strerror(errno)); goto out; }
             size_t const r = lmc_tensor_map_torch(&map, fm, (size_t)f->size);
             munmap(fm, (size_t)f->size);   /* the map keeps copies */
-            if (lmc_is_error(r)) {
-                map = NULL;
-                if (lmc_get_error(r) == LMC_ERR_MEMORY) { aerr("out of memory"); goto out; }
-                f->note = "neither safetensors nor a torch.save zip: analysed as bytes (u8)";
-            } else {
-                f->container = "torch.save";
-            }
+            if (took_map(f, r, &map, "torch.save", "neither safetensors nor a torch.save zip: analysed as bytes (u8)")) goto out;
         } else {
             f->note = "not a safetensors file: analysed as bytes (u8)";
         }

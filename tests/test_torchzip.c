@@ -86,6 +86,17 @@ static void test_parse_matches_torch(void** state)
     }
 }
 
+/* Loads fixture `file`.pt, parses it into *t and returns the index of
+ * storage `key` (which must be there); free *buf and *t after. */
+static size_t parse_find(const char* file, const char* key, uint8_t** buf, size_t* n, lmc_tz_info* t)
+{
+    *buf = load(file, ".pt", n);
+    assert_int_equal(lmc_tz_parse(t, *buf, *n), 0);
+    long const i = lmc_tz_find(t, (const uint8_t*)key, strlen(key));
+    assert_true(i >= 0);
+    return (size_t)i;
+}
+
 /* Row lengths from the _rebuild_tensor_v2 arguments, against the shapes
  * gen.py saved: the last dimension of row-major tensors of 2+ dimensions,
  * 0 for 1-D and 0-d tensors, transposed views and views that disagree. */
@@ -106,11 +117,9 @@ static void test_rows(void** state)
     };
     for (size_t r = 0; r < sizeof(k_rows) / sizeof(k_rows[0]); r++) {
         size_t n;
-        uint8_t* const buf = load(k_rows[r].file, ".pt", &n);
+        uint8_t* buf;
         lmc_tz_info t;
-        assert_int_equal(lmc_tz_parse(&t, buf, n), 0);
-        long const i = lmc_tz_find(&t, (const uint8_t*)k_rows[r].key, strlen(k_rows[r].key));
-        assert_true(i >= 0);
+        size_t const i = parse_find(k_rows[r].file, k_rows[r].key, &buf, &n, &t);
         if (t.v[i].row != k_rows[r].row)
             print_message("%s.pt storage %s: row %u, expected %u\n", k_rows[r].file, k_rows[r].key, t.v[i].row, k_rows[r].row);
         assert_int_equal(t.v[i].row, k_rows[r].row);
@@ -135,14 +144,12 @@ static void test_labels(void** state)
     };
     for (size_t r = 0; r < sizeof(k_labels) / sizeof(k_labels[0]); r++) {
         size_t n;
-        uint8_t* const buf = load(k_labels[r].file, ".pt", &n);
+        uint8_t* buf;
         lmc_tz_info t;
-        assert_int_equal(lmc_tz_parse(&t, buf, n), 0);
-        long const i = lmc_tz_find(&t, (const uint8_t*)k_labels[r].key, strlen(k_labels[r].key));
-        assert_true(i >= 0);
+        size_t const i = parse_find(k_labels[r].file, k_labels[r].key, &buf, &n, &t);
         lmc_tensor_map* m = NULL;
         assert_int_equal(lmc_tensor_map_torch(&m, buf, n), 0);
-        const lmc_tensor_info* const ti = lmc_tensor_map_get(m, (size_t)i);
+        const lmc_tensor_info* const ti = lmc_tensor_map_get(m, i);
         if (!k_labels[r].label) {
             assert_null(t.v[i].name);
             assert_null(ti->label);
