@@ -20,27 +20,13 @@ bf16(w600 + f (w600 - w500)), all float tensors), plus the real step
 raw low bits (the same in both) are printed apart, and the last column is
 (mask(bytes) + raw) / (refctx + raw).
 """
-import json
 import math
-import struct
 import sys
 
 import numpy as np
 import torch
 
-
-def floats(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    out = []
-    for name, t in head.items():
-        if name == "__metadata__" or t["dtype"] != "F32":
-            continue
-        s, e = t["data_offsets"]
-        out.append(torch.frombuffer(bytearray(data[s:e]), dtype=torch.float32))
-    return torch.cat(out)
+from sparse_deltas import floats   # bench/ is on the path: this script's folder
 
 
 def entropy_bits(counts):
