@@ -136,18 +136,23 @@ cli_peer() {  # cli_peer KIND MODE TOOL THREADS INPUT "COMPRESS (IN->Z)" "DECOMP
     rm -f "$Z" "$D"
 }
 
-lmc_bench() {  # lmc_bench KIND MODE NEW [REF] ; in-memory `lmc -b $LMC_FLAGS`, rows named $LMC_TOOL
-    local kind=$1 mode=$2 new=$3 ref=${4:-} th line n z c d
+lmc_bench() {  # lmc_bench KIND MODE NEW [REF] ; in-memory `lmc -b $LMC_FLAGS -T1,2`, rows named $LMC_TOOL
+    # one run of both thread counts, alternated, so that they share the box's
+    # fast and slow moments; its last line is the two-thread speed-up
+    local kind=$1 mode=$2 new=$3 ref=${4:-} th out line n z c d
+    if [ -n "$ref" ]; then out=$("$LMC" -b $LMC_FLAGS "$new" -r "$ref" -T1,2 -i $LMC_ITERS) || fail "lmc -b failed on $new -r $ref"
+    else out=$("$LMC" -b $LMC_FLAGS "$new" -T1,2 -i $LMC_ITERS) || fail "lmc -b failed on $new"; fi
+    echo "$out" | sed 's/^/    /' >&2
     for th in 1 2; do
-        if [ -n "$ref" ]; then line=$("$LMC" -b $LMC_FLAGS "$new" -r "$ref" -T "$th" -i 5) || fail "lmc -b failed on $new -r $ref"
-        else line=$("$LMC" -b $LMC_FLAGS "$new" -T "$th" -i 5) || fail "lmc -b failed on $new"; fi
-        echo "    $line" >&2
+        line=$(echo "$out" | grep -F "(median of $LMC_ITERS, $th threads)") || fail "lmc -b printed no $th-thread line for $new"
         n=$(echo "$line" | sed -E 's/.*: ([0-9]+) -> ([0-9]+) .*/\1/')
         z=$(echo "$line" | sed -E 's/.*: ([0-9]+) -> ([0-9]+) .*/\2/')
         c=$(echo "$line" | sed -E 's/.*, compress ([0-9.]+) MB\/s.*/\1/')
         d=$(echo "$line" | sed -E 's/.*decompress ([0-9.]+) MB\/s.*/\1/')
-        row "$kind" "$mode" "$LMC_TOOL" "$th" "$n" "$z" "$c" "$d" 5 5 "in memory (lmc -b $LMC_FLAGS -i 5)"
+        row "$kind" "$mode" "$LMC_TOOL" "$th" "$n" "$z" "$c" "$d" $LMC_ITERS $LMC_ITERS "in memory (lmc -b $LMC_FLAGS -T1,2 -i $LMC_ITERS)"
     done
+    line=$(echo "$out" | grep -F "2 threads against 1:") || fail "lmc -b printed no speed-up line for $new"
+    SCALING+=("| $kind | $mode | $LMC_TOOL | $(echo "$line" | sed -E 's/.*compress ([0-9.]+x), decompress ([0-9.]+x).*/\1 | \2/') |")
 }
 
 c_peer() {  # c_peer KIND MODE TOOL THREADS BIN ARGS... ; prints "IN OUT C D"
@@ -162,6 +167,8 @@ c_peer() {  # c_peer KIND MODE TOOL THREADS BIN ARGS... ; prints "IN OUT C D"
 
 # ---- 4. run ----------------------------------------------------------------
 declare -A INFO STAGES
+SCALING=()
+LMC_ITERS=9   # lmc -b iterations (medians of 9; the two thread counts alternate)
 for kind in $KINDS; do
     new="$TMP/$kind.new"; old="$TMP/$kind.old"; xor="$TMP/$kind.xor"
     cp "$LAST/$kind.safetensors" "$new"; cp "$PREV/$kind.safetensors" "$old"
@@ -244,7 +251,8 @@ ver() { "$@" 2>&1 | head -n 1 | sed -E 's/^\*+ //; s/, by .*//; s/ \*+$//' | tr 
     echo "Method. *full* = the new file alone; *delta* = the new file given the reference:"
     echo "lmc takes \`-r REF\`, every other tool compresses the XOR delta (\`tools/xor.py NEW REF\`, same size)."
     echo "ratio = compressed bytes / original bytes (lower is better); MB/s = original bytes / median seconds / 1e6, both directions."
-    echo "\`lmc\` rows: \`./lmc -b FILE [-r REF] -T N -i 5\` (in memory, median of 5, round trip checked by lmc)."
+    echo "\`lmc\` rows: \`./lmc -b FILE [-r REF] -T1,2 -i $LMC_ITERS\` (in memory, median of $LMC_ITERS; each iteration compresses with 1 then 2 threads, then decompresses with 1 then 2,"
+    echo "so both counts share the box's fast and slow moments; lmc checks the round trip and that both counts give the same bytes)."
     echo "\`lmc (CLI)\` rows and all command-line peers: whole process timed with \`date +%s.%N\`, input and output files on tmpfs (/dev/shm),"
     echo "so process start and file I/O are included; 5 runs if the first took < 1 s, 3 if < 5 s, else 1; median; every decompression checked with cmp."
     echo "blosc and byte-grouped+zstd rows: small C programs (bench/blosc_bench.c, bench/bgzstd.c), in memory, 1 warm-up + median of 5, round trip checked."
@@ -270,6 +278,12 @@ ver() { "$@" 2>&1 | head -n 1 | sed -E 's/^\*+ //; s/, by .*//; s/ \*+$//' | tr 
             if ($3 !~ /^lmc/ && $3 != "order-0 floor" && (e == "" || $7 + 0 < e + 0)) { e = $7; et = $3 }
         } END { printf "| %s delta | %s | %s | %s | %s | %.1f %% | %s | %s | %.1f %% |\n", k, l, p, bt, b, 100 * (1 - l / b), et, e, 100 * (1 - l / e) }' "$CSV"
     done
+    echo
+    echo "## lmc: two threads against one (the same \`lmc -b -T1,2\` runs as the rows below: ratio of medians of alternated runs)"
+    echo
+    echo "| input | mode | tool | compress | decompress |"
+    echo "|---|---|---|---:|---:|"
+    for l in "${SCALING[@]}"; do echo "$l"; done
     echo
     echo "## REFCTX coder stages (bench/refctx_stages.c: float tensors only, one thread, in memory, median of 7)"
     echo

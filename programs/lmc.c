@@ -63,6 +63,8 @@ static struct {
     int dtype_set;
     int no_refctx;     /* --no-refctx: the paper's LMC coding of deltas */
     int iters;
+    int bench_threads[8];  /* -b -T 1,2: thread counts benchmarked side by side */
+    int nbench_threads;
     const char* out_name;
     const char* ref_name;
 } g_opt;
@@ -169,7 +171,9 @@ static void usage(FILE* f)
 "      --rm              remove input files after success (compression output\n"
 "                        is verified by decoding it first); ignored with -c\n"
 "  -f, --force           overwrite existing outputs, allow terminal I/O\n"
-"  -T N, --threads=N     worker threads (default: online cores; 0 = all cores)\n"
+"  -T N, --threads=N     worker threads (default: online cores; 0 = all cores);\n"
+"                        with -b, a list such as 1,2 runs the counts side by\n"
+"                        side (alternated) and prints their speed ratios\n"
 "      --format=F        input format: auto (default), safetensors, torch, raw,\n"
 "                        generic\n"
 "      --dtype=D         value type for --format=raw: bf16, f16, f32, f64, u8,\n"
@@ -562,37 +566,47 @@ static void unload_ref(void)
     g_ref_mapped = 0;
 }
 
-static int setup_cctx(void)
+static lmc_cctx* make_cctx(int threads)
 {
     size_t r;
-    if (g_cctx) return 0;
-    g_cctx = lmc_cctx_create();
-    if (!g_cctx) { errmsg("cannot create compression context: out of memory"); return -1; }
-    r = lmc_cctx_set_param(g_cctx, LMC_P_THREADS, g_opt.threads);
-    if (!lmc_is_error(r)) r = lmc_cctx_set_param(g_cctx, LMC_P_FORMAT, g_opt.format);
-    if (!lmc_is_error(r) && g_opt.dtype_set) r = lmc_cctx_set_param(g_cctx, LMC_P_DTYPE, g_opt.dtype);
-    if (!lmc_is_error(r) && g_opt.no_refctx) r = lmc_cctx_set_param(g_cctx, LMC_P_CODERS, 0xFF & ~(1 << LMC_CODER_REFCTX));
-    if (lmc_is_error(r)) { errmsg("cannot set compression parameters: %s", lmc_error_name(r)); return -1; }
+    lmc_cctx* const c = lmc_cctx_create();
+    if (!c) { errmsg("cannot create compression context: out of memory"); return NULL; }
+    r = lmc_cctx_set_param(c, LMC_P_THREADS, threads);
+    if (!lmc_is_error(r)) r = lmc_cctx_set_param(c, LMC_P_FORMAT, g_opt.format);
+    if (!lmc_is_error(r) && g_opt.dtype_set) r = lmc_cctx_set_param(c, LMC_P_DTYPE, g_opt.dtype);
+    if (!lmc_is_error(r) && g_opt.no_refctx) r = lmc_cctx_set_param(c, LMC_P_CODERS, 0xFF & ~(1 << LMC_CODER_REFCTX));
+    if (lmc_is_error(r)) { errmsg("cannot set compression parameters: %s", lmc_error_name(r)); lmc_cctx_free(c); return NULL; }
     if (g_ref && !g_rh.running) {   /* else process_file gives it, frame by frame */
-        r = lmc_cctx_set_ref_hashed(g_cctx, g_ref, g_ref_size, g_ref_hash);
-        if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); return -1; }
+        r = lmc_cctx_set_ref_hashed(c, g_ref, g_ref_size, g_ref_hash);
+        if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); lmc_cctx_free(c); return NULL; }
     }
-    return 0;
+    return c;
+}
+
+static lmc_dctx* make_dctx(int threads)
+{
+    size_t r;
+    lmc_dctx* const d = lmc_dctx_create();
+    if (!d) { errmsg("cannot create decompression context: out of memory"); return NULL; }
+    r = lmc_dctx_set_param(d, LMC_D_THREADS, threads);
+    if (lmc_is_error(r)) { errmsg("cannot set decompression parameters: %s", lmc_error_name(r)); lmc_dctx_free(d); return NULL; }
+    if (g_ref && !g_rh.running) {   /* else process_file gives it, frame by frame */
+        r = lmc_dctx_set_ref_hashed(d, g_ref, g_ref_size, g_ref_hash);
+        if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); lmc_dctx_free(d); return NULL; }
+    }
+    return d;
+}
+
+static int setup_cctx(void)
+{
+    if (!g_cctx) g_cctx = make_cctx(g_opt.threads);
+    return g_cctx ? 0 : -1;
 }
 
 static int setup_dctx(void)
 {
-    size_t r;
-    if (g_dctx) return 0;
-    g_dctx = lmc_dctx_create();
-    if (!g_dctx) { errmsg("cannot create decompression context: out of memory"); return -1; }
-    r = lmc_dctx_set_param(g_dctx, LMC_D_THREADS, g_opt.threads);
-    if (lmc_is_error(r)) { errmsg("cannot set decompression parameters: %s", lmc_error_name(r)); return -1; }
-    if (g_ref && !g_rh.running) {   /* else process_file gives it, frame by frame */
-        r = lmc_dctx_set_ref_hashed(g_dctx, g_ref, g_ref_size, g_ref_hash);
-        if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); return -1; }
-    }
-    return 0;
+    if (!g_dctx) g_dctx = make_dctx(g_opt.threads);
+    return g_dctx ? 0 : -1;
 }
 
 /* With the frame's reference hash trusted: 1 if the reference's own hash
@@ -1511,53 +1525,79 @@ static double median(double* v, int n)
     return (n & 1) ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Several thread counts (-T 1,2) run side by side: each iteration compresses
+ * with every count, then decompresses with every count, so that the counts
+ * share the machine's slow and fast moments (on a shared box its speed can
+ * move by half between two runs a minute apart). Every count must give the
+ * same bytes, and every decompression the original. */
 static int bench_file(const char* name)
 {
-    unsigned char *src = NULL, *comp = NULL, *dec = NULL;
+    unsigned char *src = NULL, *comp = NULL, *comp2 = NULL, *dec = NULL;
     size_t srcSize, cap, csize = 0, r;
-    double *tc = NULL, *td = NULL;
-    int i, n = g_opt.iters, ret = -1;
+    int const nt = g_opt.nbench_threads > 0 ? g_opt.nbench_threads : 1;
+    int threads[8];
+    lmc_cctx* cc[8] = { NULL };
+    lmc_dctx* dc[8] = { NULL };
+    double *tc = NULL, *td = NULL, mc[8], md[8];
+    int i, k, n = g_opt.iters, ret = -1;
 
     if (strcmp(name, "-") == 0) { errmsg("-b needs file names"); return -1; }
     if (load_file(name, &src, &srcSize) != 0) return -1;
-    if (setup_cctx() != 0 || setup_dctx() != 0) goto out;
+    for (k = 0; k < nt; k++) {
+        threads[k] = g_opt.nbench_threads > 0 ? g_opt.bench_threads[k] : g_opt.threads;
+        if (!(cc[k] = make_cctx(threads[k])) || !(dc[k] = make_dctx(threads[k]))) goto out;
+        r = lmc_cctx_set_param(cc[k], LMC_P_CONTENT_SIZE, -1);
+        if (lmc_is_error(r)) { lib_error(name, r); goto out; }
+    }
     cap = lmc_compress_bound(srcSize);
     comp = (unsigned char*)malloc(cap ? cap : 1);
+    comp2 = nt > 1 ? (unsigned char*)malloc(cap ? cap : 1) : NULL;
     dec = (unsigned char*)malloc(srcSize ? srcSize : 1);
-    tc = (double*)malloc(sizeof(double) * (size_t)n);
-    td = (double*)malloc(sizeof(double) * (size_t)n);
-    if (!comp || !dec || !tc || !td) { errmsg("%s: out of memory", name); goto out; }
-    r = lmc_cctx_set_param(g_cctx, LMC_P_CONTENT_SIZE, -1);
-    if (lmc_is_error(r)) { lib_error(name, r); goto out; }
+    tc = (double*)malloc(sizeof(double) * (size_t)n * (size_t)nt);
+    td = (double*)malloc(sizeof(double) * (size_t)n * (size_t)nt);
+    if (!comp || (nt > 1 && !comp2) || !dec || !tc || !td) { errmsg("%s: out of memory", name); goto out; }
     for (i = 0; i < n; i++) {
-        double t0 = now_sec();
-        r = lmc_compress(g_cctx, comp, cap, src, srcSize);
-        tc[i] = now_sec() - t0;
-        if (lmc_is_error(r)) { lib_error(name, r); goto out; }
-        if (i && r != csize) { errmsg("%s: compressed size changed between runs", name); goto out; }
-        csize = r;
-    }
-    for (i = 0; i < n; i++) {
-        double t0 = now_sec();
-        r = lmc_decompress(g_dctx, dec, srcSize, comp, csize);
-        td[i] = now_sec() - t0;
-        if (lmc_is_error(r)) { lib_error(name, r); goto out; }
-        if (r != srcSize || memcmp(dec, src, srcSize) != 0) {
-            errmsg("%s: round trip FAILED: decompressed data differs from the original", name);
-            goto out;
+        for (k = 0; k < nt; k++) {
+            unsigned char* const o = k ? comp2 : comp;
+            double t0 = now_sec();
+            r = lmc_compress(cc[k], o, cap, src, srcSize);
+            tc[k * n + i] = now_sec() - t0;
+            if (lmc_is_error(r)) { lib_error(name, r); goto out; }
+            if ((i || k) && r != csize) { errmsg("%s: compressed size changed between runs", name); goto out; }
+            if (k && memcmp(comp2, comp, csize) != 0) {
+                errmsg("%s: %d and %d threads gave different compressed bytes", name, threads[0], threads[k]);
+                goto out;
+            }
+            csize = r;
+        }
+        for (k = 0; k < nt; k++) {
+            double t0 = now_sec();
+            r = lmc_decompress(dc[k], dec, srcSize, comp, csize);
+            td[k * n + i] = now_sec() - t0;
+            if (lmc_is_error(r)) { lib_error(name, r); goto out; }
+            if (r != srcSize || memcmp(dec, src, srcSize) != 0) {
+                errmsg("%s: round trip FAILED: decompressed data differs from the original", name);
+                goto out;
+            }
+            if (i + 1 < n || k + 1 < nt) memset(dec, 0, srcSize);   /* the next run must write it all again */
         }
     }
-    {
-        double mc = median(tc, n), md = median(td, n);
+    for (k = 0; k < nt; k++) {
+        mc[k] = median(tc + k * n, n);
+        md[k] = median(td + k * n, n);
         printf("%s: %zu -> %zu (ratio %.4f), compress %.1f MB/s, decompress %.1f MB/s (median of %d, %d threads)\n",
                name, srcSize, csize, srcSize ? (double)csize / (double)srcSize : 0.0,
-               mc > 0 ? (double)srcSize / 1e6 / mc : 0.0, md > 0 ? (double)srcSize / 1e6 / md : 0.0,
-               n, g_opt.threads);
-        if (fflush(stdout) != 0) { errmsg("stdout: write error: %s", strerror(errno)); goto out; }
+               mc[k] > 0 ? (double)srcSize / 1e6 / mc[k] : 0.0, md[k] > 0 ? (double)srcSize / 1e6 / md[k] : 0.0,
+               n, threads[k]);
     }
+    for (k = 1; k < nt; k++)
+        printf("%s: %d threads against %d: compress %.2fx, decompress %.2fx (medians of alternated runs)\n",
+               name, threads[k], threads[0], mc[k] > 0 ? mc[0] / mc[k] : 0.0, md[k] > 0 ? md[0] / md[k] : 0.0);
+    if (fflush(stdout) != 0) { errmsg("stdout: write error: %s", strerror(errno)); goto out; }
     ret = 0;
 out:
-    free(src); free(comp); free(dec); free(tc); free(td);
+    for (k = 0; k < nt; k++) { lmc_cctx_free(cc[k]); lmc_dctx_free(dc[k]); }
+    free(src); free(comp); free(comp2); free(dec); free(tc); free(td);
     return ret;
 }
 
@@ -1624,11 +1664,23 @@ static int online_cores(void)
     return n >= 1 ? (int)(n > 1024 ? 1024 : n) : 1;
 }
 
+/* N, or for -b a list N,M,... (at most 8) run side by side */
 static void set_threads(const char* v)
 {
-    long t;
-    if (parse_int(v, &t) != 0) usage_error("invalid thread count '%s'", v ? v : "");
-    g_opt.threads = t == 0 ? online_cores() : (int)t;
+    char buf[128];
+    char* save = NULL;
+    int n = 0;
+    if (!v || strlen(v) >= sizeof buf) usage_error("invalid thread count '%s'", v ? v : "");
+    strcpy(buf, v);
+    for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        long x;
+        if (parse_int(t, &x) != 0) usage_error("invalid thread count '%s'", v);
+        if (n == 8) usage_error("at most 8 thread counts in '%s'", v);
+        g_opt.bench_threads[n++] = x == 0 ? online_cores() : (int)x;
+    }
+    if (n == 0 || v[strlen(v) - 1] == ',' || v[0] == ',' || strstr(v, ",,")) usage_error("invalid thread count '%s'", v);
+    g_opt.threads = g_opt.bench_threads[0];
+    g_opt.nbench_threads = n > 1 ? n : 0;
 }
 
 static void set_iters(const char* v)
@@ -1763,6 +1815,7 @@ int main(int argc, char** argv)
     }
     if (g_opt.decompress_flag && g_opt.mode == MODE_COMPRESS) g_opt.mode = MODE_DECOMPRESS;
     if (g_opt.dtype_set && !g_opt.format_set) g_opt.format = LMC_FORMAT_RAW;
+    if (g_opt.nbench_threads && g_opt.mode != MODE_BENCH) usage_error("a list of thread counts (-T 1,2) is only for -b");
     if (nfiles == 0) files[nfiles++] = "-";
     if (g_opt.out_name && nfiles > 1 && (g_opt.mode == MODE_COMPRESS || g_opt.mode == MODE_DECOMPRESS))
         usage_error("-o can be used with only one input file");

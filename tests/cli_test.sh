@@ -383,6 +383,15 @@ out=$("$LMC" -b -i 2 -T 2 model.safetensors 2>&1); rc=$?
 check "-b benchmark" eval '[ $rc -eq 0 ] && echo "$out" | grep -Eq "ratio [0-9]+\.[0-9]{4}.*compress .* MB/s, decompress .* MB/s \(median of 2, 2 threads\)"'
 out=$("$LMC" -b -i 1 -r model.safetensors model2.safetensors 2>&1); rc=$?
 check "-b with -r" test $rc -eq 0
+out=$("$LMC" -b -i 3 -T 1,2 -r model.safetensors model2.safetensors 2>&1); rc=$?
+check "-b -T 1,2: a line per thread count, same compressed size" eval '[ $rc -eq 0 ] && [ $(echo "$out" | grep -c "(median of 3, 1 threads)") -eq 1 ] && [ $(echo "$out" | grep -c "(median of 3, 2 threads)") -eq 1 ] && [ $(echo "$out" | grep -Eo " -> [0-9]+ " | sort -u | wc -l) -eq 1 ]'
+check "-b -T 1,2: the speed-up line" eval 'echo "$out" | grep -Eq "model2.safetensors: 2 threads against 1: compress [0-9]+\.[0-9]{2}x, decompress [0-9]+\.[0-9]{2}x"'
+out=$("$LMC" -f -T 1,2 rand 2>&1); rc=$?
+check "a thread list without -b: usage error" eval '[ $rc -eq 1 ] && echo "$out" | grep -q "only for -b"'
+for bad in "1,,2" ",2" "1," "1,x" "1,2,3,4,5,6,7,8,9"; do
+    out=$("$LMC" -b -i 1 -T "$bad" rand 2>&1); rc=$?
+    check "-b -T '$bad' rejected" eval '[ $rc -eq 1 ] && echo "$out" | grep -q "thread count"'
+done
 
 # ---------------------------------------------------------------- terminals
 if command -v script >/dev/null 2>&1; then
