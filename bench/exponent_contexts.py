@@ -23,18 +23,24 @@ import numpy as np
 BLOCK = 65536
 
 
-def read_f32(path):
+def read_tensors(path, dtype):
+    """{name: the tensor's values as integers} of a safetensors file's tensors
+    of dtype ("F32": uint32 words, "BF16"/"F16": uint16 words)."""
     raw = open(path, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
     header = json.loads(raw[8:8 + n])
     data = raw[8 + n:]
     out = {}
     for name, t in header.items():
-        if name == "__metadata__" or t["dtype"] != "F32":
+        if name == "__metadata__" or t["dtype"] != dtype:
             continue
         a, b = t["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype="<u4")
+        out[name] = np.frombuffer(data[a:b], dtype="<u4" if dtype == "F32" else "<u2")
     return out
+
+
+def read_f32(path):
+    return read_tensors(path, "F32")
 
 
 def entropy(counts):

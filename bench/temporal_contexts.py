@@ -21,27 +21,19 @@ below the leading one raw. Models of the token:
 Tables are costed at 12 bits per nonzero count, as a stand-in for REFCTX's
 stored tables. Printed: bits per value and the fraction of the input bytes.
 """
-import json
-import struct
+import os
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from exponent_contexts import read_tensors  # noqa: E402
 
 BLOCK = 65536
 
 
 def read(path, dt):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__" or t["dtype"] != dt:
-            continue
-        a, b = t["data_offsets"]
-        out[name] = np.frombuffer(data[a:b], dtype="<u4" if dt == "F32" else "<u2").astype(np.int64)
-    return out
+    return {k: v.astype(np.int64) for k, v in read_tensors(path, dt).items()}
 
 
 def diff(c, r, bits):
