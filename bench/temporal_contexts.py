@@ -18,6 +18,9 @@ below the leading one raw. Models of the token:
   exp+prevsign   and only the sign of that delta
   prevtok only   that token and sign, without the exponent
   pred a=...     t less a times R's delta (a linear extrapolation), given exp
+  shrink         t less the block's median relative change of |r| applied to
+                 |r| (weight decay's shrink, one number a block, not costed),
+                 given exp; uses only R and C
 Tables are costed at 12 bits per nonzero count, as a stand-in for REFCTX's
 stored tables. Printed: bits per value and the fraction of the input bytes.
 """
@@ -50,6 +53,24 @@ def token(t):
     nz = mag > 0
     k[nz] = np.floor(np.log2(mag[nz])).astype(np.int64) + 1
     return np.where(k > 0, 2 * k - 1 + (t < 0), 0), k
+
+
+def magnitudes(v, bits):
+    """|value| as float64 of bf16 (bits 16) or f32 words."""
+    m = (v & ((1 << (bits - 1)) - 1)).astype(np.uint32)
+    return (m if bits == 32 else m << 16).view(np.float32).astype(np.float64)
+
+
+def shrink_residual(c, r, t, bits):
+    """t less the prediction |r| * (1 + g), g the block's median relative
+    change of the magnitude over the values that keep their sign."""
+    fr, fc = magnitudes(r, bits), magnitudes(c, bits)
+    ok = ((((c ^ r) >> (bits - 1)) & 1) == 0) & (fr > 0)
+    g = float(np.median((fc[ok] - fr[ok]) / fr[ok])) if ok.any() else 0.0
+    words = (fr * (1 + g)).astype(np.float32).view(np.uint32).astype(np.int64)
+    if bits == 16:
+        words >>= 16
+    return t - (words - (r & ((1 << (bits - 1)) - 1)))
 
 
 def entropy(counts):
@@ -102,6 +123,8 @@ def main():
                 res = t - np.round(a * tp).astype(np.int64)
                 tok2, k2 = token(res)
                 add(f"pred a={a}", *conditional(ex, tok2), np.maximum(k2 - 1, 0).sum())
+            tok3, k3 = token(shrink_residual(c, r, t, bits))
+            add("shrink", *conditional(ex, tok3), np.maximum(k3 - 1, 0).sum())
     if not n:
         sys.exit(f"no {dt} tensors of at least 4096 values in all three files")
     print(f"{n} values; bits per value, and the size as a fraction of the input bytes")
