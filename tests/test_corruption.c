@@ -210,10 +210,12 @@ static void label_frame(sample* S)
                 size_t const m = nv - b < 65536 ? nv - b : 65536;
                 const uint8_t* const v = pl + pp;
                 if (v[0] == LMC_CODER_REFCTX) {
-                    /* kind, u24 size, G, bounds, G tables, 4 states, raw size: table; then data */
+                    /* kind, u24 size, G (bit 7: 32 states, not 4), bounds, G tables, the
+                     * states, raw size: table; then data */
                     size_t const size = 4 + ((size_t)v[1] | (size_t)v[2] << 8 | (size_t)v[3] << 16);
                     size_t t = 4;
-                    unsigned const G = v[t++];
+                    unsigned const states = (v[t] & 0x80) ? 32 : 4;
+                    unsigned const G = v[t++] & 0x7F;
                     t += G - 1;
                     for (unsigned g = 0; g < G; g++) {
                         unsigned const nsym = (unsigned)v[t] | (unsigned)v[t + 1] << 8;
@@ -224,7 +226,7 @@ static void label_frame(sample* S)
                             else { if (c >= 128) t++; q++; }
                         }
                     }
-                    t += 16 + 4;
+                    t += 4 * states + 4;
                     S->blocks[LMC_CODER_REFCTX]++;
                     memset(S->cls + pos + 16 + pp, R_BLOCK_TABLE, t);
                     memset(S->cls + pos + 16 + pp + t, R_BLOCK_DATA, size - t);

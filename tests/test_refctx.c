@@ -45,8 +45,9 @@ static int teardown(void** state)
 static void wr(uint8_t* p, unsigned w, uint32_t v) { if (w == 2) lmc_wr16(p, (uint16_t)v); else lmc_wr32(p, v); }
 
 /* The instruction sets the encoder and decoder may use: all this CPU has,
- * BMI2 only, and none (SSE2 and C), so that the loops of older CPUs run too. */
-static const unsigned cpu_modes[] = { ~0u, LMC_CPU_BMI2, 0 };
+ * AVX2 without AVX-512, BMI2 only, and none (SSE2 and C), so that the loops
+ * of older CPUs run too. */
+static const unsigned cpu_modes[] = { ~0u, LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2, LMC_CPU_BMI2, 0 };
 #define NMODES (sizeof(cpu_modes) / sizeof(cpu_modes[0]))
 
 /* Encodes m values, checks the estimate, decodes, compares. Every CPU mode
@@ -157,6 +158,11 @@ static void test_roundtrip(void** state)
                 size_t const sz = roundtrip(s, sizes[z], w);
                 if (kind == K_SAME && sizes[z] == LMC_VBLOCK_MAX) assert_true(sz < 64);      /* one token, M/M */
                 if (kind == K_SMALL && sizes[z] == LMC_VBLOCK_MAX) assert_true(sz < sizes[z] * w / 3);
+                /* 32 states for large blocks only (s->buf holds the block) */
+                int const wide = (s->buf[4] & LMC_REFCTX_WIDE) != 0;
+                if (sz < LMC_REFCTX_WIDE_MIN) assert_false(wide);
+                if (sz > LMC_REFCTX_WIDE_MIN + 4096) assert_true(wide);
+                if (kind == K_RANDOM && sizes[z] == LMC_VBLOCK_MAX) assert_true(wide);
             }
 }
 
@@ -193,6 +199,19 @@ static size_t plus_one_block(uint8_t* b)
     return n;
 }
 
+/* The same block with 32 states (G byte 0x81). */
+static size_t plus_one_block_wide(uint8_t* b)
+{
+    size_t n = 0;
+    b[n++] = 1 | LMC_REFCTX_WIDE;
+    b[n++] = 2; b[n++] = 0;
+    b[n++] = 0; b[n++] = 0;
+    b[n++] = 0x90; b[n++] = 0x00;
+    for (int j = 0; j < LMC_REFCTX_STATES_WIDE; j++) { lmc_wr32(b + n, LMC_ANS_L); n += 4; }
+    lmc_wr32(b + n, 0); n += 4;
+    return n;
+}
+
 static void test_handmade_mode(rc_state* s)
 {
     size_t const n = plus_one_block(s->buf);
@@ -216,6 +235,14 @@ static void test_handmade_mode(rc_state* s)
         assert_int_equal(lmc_refctx_decode(s->dec, s->out, 40, 2, s->ref, s->buf, n), LMC_ERR(CORRUPT));
         lmc_wr16(s->ref + 2 * at, 0x3F80);
     }
+    /* with 32 states: the same values, at every length around a round of 32 */
+    size_t const nw = plus_one_block_wide(s->buf);
+    for (size_t i = 0; i < 100; i++) lmc_wr16(s->ref + 2 * i, 0x3F80);
+    for (size_t len = 1; len <= 100; len += (len < 70 ? 1 : 29)) {
+        assert_int_equal(lmc_refctx_decode(s->dec, s->out, len, 2, s->ref, s->buf, nw), 0);
+        for (size_t i = 0; i < len; i++) assert_int_equal(lmc_rd16(s->out + 2 * i), 0x3F81);
+    }
+    (void)plus_one_block(s->buf);
     /* the same table read as a 32-bit block: +1 ulp of 1.0f */
     lmc_wr32(s->ref, 0x3F800000u);
     assert_int_equal(lmc_refctx_decode(s->dec, s->out, 1, 4, s->ref, s->buf, n), 0);
@@ -257,6 +284,20 @@ static void test_malformed(void** state)
     g2[0] = 2; g2[1] = 0;
     memcpy(g2 + 2, b + 1, n - 1);
     assert_int_equal(lmc_refctx_decode(s->dec, s->out, 8, 2, s->ref, g2, n + 1), LMC_ERR(CORRUPT));
+    /* 32 states: every truncation, any state below L, and the flag cleared
+     * (the states then misread as raw size and data) */
+    size_t const nw = plus_one_block_wide(b);
+    assert_int_equal(DEC(nw), 0);
+    for (size_t t = 0; t < nw; t++) assert_true(lmc_is_error(DEC(t)));
+    for (size_t j = 0; j < LMC_REFCTX_STATES_WIDE; j += 5) {
+        lmc_wr32(b + 7 + 4 * j, LMC_ANS_L - 1); assert_int_equal(DEC(nw), LMC_ERR(CORRUPT));
+        lmc_wr32(b + 7 + 4 * j, LMC_ANS_L + 1); assert_int_equal(DEC(nw), LMC_ERR(CORRUPT));
+        lmc_wr32(b + 7 + 4 * j, LMC_ANS_L);
+    }
+    assert_int_equal(DEC(nw), 0);
+    b[0] = 1; assert_true(lmc_is_error(DEC(nw))); b[0] = 1 | LMC_REFCTX_WIDE;
+    b[0] = 17 | LMC_REFCTX_WIDE; assert_int_equal(DEC(nw), LMC_ERR(CORRUPT));
+    (void)plus_one_block(b);
 #undef DEC
     /* random bytes after a valid table never crash and never read outside */
     tu_rng r = { 77 };
@@ -290,15 +331,17 @@ static void test_raw_length(void** state)
             assert_true(z > 4);
             const uint8_t* const blk = s->buf + 4;
             size_t const n = z - 4;
-            /* the fields before the raw stream: G, the bounds, G tables, the states */
-            size_t pos = 1 + (blk[0] - 1u);
+            /* the fields before the raw stream: G (bit 7: 32 states), the bounds,
+             * G tables, the states */
+            unsigned const G = blk[0] & 0x7Fu, states = (blk[0] & 0x80u) ? 32 : 4;
+            size_t pos = 1 + (G - 1u);
             uint16_t f[LMC_REFCTX_ALPHA_MAX];
-            for (unsigned g = 0; g < blk[0]; g++) {
+            for (unsigned g = 0; g < G; g++) {
                 size_t const t = lmc_freq_read(f, lmc_refctx_alpha(w), blk + pos, n - pos);
                 assert_false(lmc_is_error(t));
                 pos += t;
             }
-            pos += 4 * LMC_ANS_STATES;
+            pos += 4 * states;
             size_t const raw = lmc_rd32(blk + pos);
             assert_true(raw > 0);
             if (kind == K_SPARSE) assert_true(raw < LMC_REFCTX_RAWPAD);

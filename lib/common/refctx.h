@@ -22,6 +22,14 @@
 #define LMC_REFCTX_MAX_GROUPS   16
 #define LMC_REFCTX_CONTEXTS     256
 #define LMC_REFCTX_ALPHA_MAX    65      /* 2W + 1 tokens for W = 32 */
+/* Bit 7 of a REFCTX block's group-count byte (format 4): the tokens use 32
+ * interleaved rANS states, not 4. A decoder with 16-lane vectors then runs
+ * two independent vectors of states (one is bound by its chain of gather,
+ * multiply and renormalisation); the 112 more bytes of states are paid only
+ * by blocks large enough (the encoder's LMC_REFCTX_WIDE_MIN). */
+#define LMC_REFCTX_WIDE         0x80u
+#define LMC_REFCTX_STATES_WIDE  32
+#define LMC_REFCTX_STATES_MAX   32
 
 static inline unsigned lmc_refctx_alpha(unsigned w) { return 16 * w + 1; }
 

@@ -138,14 +138,14 @@ LMC_FORCE_INLINE void renorm_fast(uint32_t* xs, const uint8_t* wbase, size_t* wi
 #endif
 
 /* Pass 1 from token i on, every word read checked: the end of a block. */
-LMC_FORCE_INLINE size_t tokens_checked(lmc_refctx_dws* ws, size_t i, size_t m, const uint8_t* ref, uint32_t x[4],
-                                       const uint8_t** wpp, const uint8_t* wend, unsigned bits)
+LMC_FORCE_INLINE size_t tokens_checked(lmc_refctx_dws* ws, size_t i, size_t m, const uint8_t* ref, uint32_t* x,
+                                       const uint8_t** wpp, const uint8_t* wend, unsigned bits, unsigned S)
 {
     unsigned const w = bits / 8;
     uint8_t* const tok = ws->tok;
     const uint8_t* wp = *wpp;
     for (; i < m; i++) {
-        uint32_t* const xs = &x[i & 3];
+        uint32_t* const xs = &x[i & (S - 1)];
         tok[i] = (uint8_t)decode_token(ws, xs, ref + i * w, bits);
         if (*xs < LMC_ANS_L) {
             LMC_RETURN_IF(wend - wp < 2, CORRUPT);
@@ -203,7 +203,50 @@ LMC_FORCE_INLINE size_t decode_tokens(lmc_refctx_dws* ws, size_t m, const uint8_
         }
     x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     *wpp = wbase + 2 * wi;
-    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits);
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_ANS_STATES);
+}
+
+/* Whether the asm token steps (BMI1, BMI2) may run here. */
+static inline int lmc_cpu_has_avx2_asm(void)
+{
+#if LMC_REFCTX_ASM
+    return lmc_cpu_has_avx2();
+#else
+    return 0;
+#endif
+}
+
+/* Pass 1 of a wide block (32 states) without 16-lane vectors: each round of
+ * 32 tokens as 8 rounds of 4, states loaded and stored around each. */
+LMC_FORCE_INLINE size_t decode_tokens_wide(lmc_refctx_dws* ws, size_t i, size_t m, const uint8_t* ref, uint32_t* x,
+                                           const uint8_t** wpp, const uint8_t* wend, unsigned bits, int asm_step)
+{
+    unsigned const w = bits / 8;
+    const uint8_t* const wbase = *wpp;
+    uint8_t* const tok = ws->tok;
+    size_t wi = 0;
+    size_t const nw = (size_t)(wend - wbase) / 2;
+    (void)asm_step; (void)w;
+    /* a round of 32 reads at most 32 words, the last one peeked */
+    if (nw >= LMC_REFCTX_STATES_WIDE)
+        for (; i + LMC_REFCTX_STATES_WIDE <= m && wi <= nw - LMC_REFCTX_STATES_WIDE; i += LMC_REFCTX_STATES_WIDE)
+            for (unsigned b = 0; b < LMC_REFCTX_STATES_WIDE; b += 4) {
+                uint32_t x0 = x[b], x1 = x[b + 1], x2 = x[b + 2], x3 = x[b + 3];
+                size_t const I = i + b;
+#if LMC_REFCTX_ASM
+                if (asm_step) TOKEN_ROUND4(I, bits);
+                else
+#endif
+                {
+                    tok[I]     = (uint8_t)decode_token(ws, &x0, ref + I * w, bits);       renorm_fast(&x0, wbase, &wi);
+                    tok[I + 1] = (uint8_t)decode_token(ws, &x1, ref + (I + 1) * w, bits); renorm_fast(&x1, wbase, &wi);
+                    tok[I + 2] = (uint8_t)decode_token(ws, &x2, ref + (I + 2) * w, bits); renorm_fast(&x2, wbase, &wi);
+                    tok[I + 3] = (uint8_t)decode_token(ws, &x3, ref + (I + 3) * w, bits); renorm_fast(&x3, wbase, &wi);
+                }
+                x[b] = x0; x[b + 1] = x1; x[b + 2] = x2; x[b + 3] = x3;
+            }
+    *wpp = wbase + 2 * wi;
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
 }
 
 /* Pass 2, one value: its raw bits, then the reference's magnitude plus t. */
@@ -500,7 +543,7 @@ LMC_TARGET_AVX2 static size_t decode16_avx2(lmc_refctx_dws* ws, uint8_t* dst, si
         }
     x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     *wpp = wbase + 2 * wi;
-    LMC_FORWARD(tokens_checked(ws, i, m, ref, x, wpp, wend, 16));
+    LMC_FORWARD(tokens_checked(ws, i, m, ref, x, wpp, wend, 16, LMC_ANS_STATES));
     return apply16_avx2(ws, dst, j, m, ref, rb, off, bad, badv);
 }
 
@@ -578,6 +621,106 @@ LMC_TARGET_AVX2 static size_t decode32_avx2(lmc_refctx_dws* ws, uint8_t* dst, si
 }
 #endif
 
+#if LMC_REFCTX_AVX2 && LMC_HAS_AVX512_DISPATCH
+#  define LMC_REFCTX_AVX512 1
+/* The slot entries of groups 0..G-1 (LMC_REFCTX_WENT), 16 at a time: each
+ * symbol's run may write up to 15 entries past its end, which the next
+ * symbol (or the spare entries) overwrite. */
+LMC_TARGET_AVX512 static void build_went(lmc_refctx_dws* ws, unsigned G, unsigned alpha)
+{
+    __m512i const step = _mm512_setr_epi32(0, 1 << 7, 2 << 7, 3 << 7, 4 << 7, 5 << 7, 6 << 7, 7 << 7, 8 << 7, 9 << 7,
+                                           10 << 7, 11 << 7, 12 << 7, 13 << 7, 14 << 7, 15 << 7);
+    __m512i const sixteen = _mm512_set1_epi32(16 << 7);
+    for (unsigned g = 0; g < G; g++) {
+        uint32_t* const e = ws->went[g];
+        for (unsigned sym = 0; sym < alpha; sym++) {
+            uint32_t const f = ws->grp[g].fc[sym][0], cum = ws->grp[g].fc[sym][1];
+            if (!f) continue;
+            __m512i v = _mm512_add_epi32(_mm512_set1_epi32((int)(f << 19 | sym)), step);
+            for (uint32_t k = 0; k < f; k += 16) {
+                _mm512_storeu_si512((void*)(e + cum + k), v);
+                v = _mm512_add_epi32(v, sixteen);
+            }
+        }
+    }
+}
+
+/* Pass 1 of a wide block with AVX-512: states 0-15 and 16-31 in two
+ * vectors, each round 32 tokens. A lane's update is the scalar one (the
+ * same arithmetic modulo 2^32, the same unsigned compare), and the lanes
+ * that renormalise take the next words in lane order, which is token
+ * order: the word stream is the one the scalar decoder reads. */
+LMC_TARGET_AVX512 static size_t decode_tokens_avx512(lmc_refctx_dws* ws, size_t m, const uint8_t* ref, uint32_t* x,
+                                                     const uint8_t** wpp, const uint8_t* wend, unsigned bits)
+{
+    const uint8_t* const wbase = *wpp;
+    uint8_t* const tok = ws->tok;
+    size_t const nw = (size_t)(wend - wbase) / 2;
+    size_t i = 0, wi = 0;
+    __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
+    __m512i const slot = _mm512_set1_epi32(LMC_ANS_M - 1), L = _mm512_set1_epi32(LMC_ANS_L);
+    __m512i const m12 = _mm512_set1_epi32(0xFFF), m7 = _mm512_set1_epi32(0x7F);
+    const int32_t* const woff = ws->woff;
+    const int* const went = (const int*)(const void*)ws->went;
+    /* each vector reads 16 words (32 bytes) */
+    if (nw >= 32)
+        for (; i + 32 <= m && wi <= nw - 32; i += 32) {
+            __m512i ca, cb;
+            if (bits == 16) {
+                ca = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i))), 7);
+                cb = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i + 32))), 7);
+            } else {
+                ca = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i)), 23);
+                cb = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i + 64)), 23);
+            }
+            __m512i const ga = _mm512_i32gather_epi32(ca, woff, 4), gb = _mm512_i32gather_epi32(cb, woff, 4);
+            __m512i const ea = _mm512_i32gather_epi32(_mm512_add_epi32(ga, _mm512_and_si512(xa, slot)), went, 4);
+            __m512i const eb = _mm512_i32gather_epi32(_mm512_add_epi32(gb, _mm512_and_si512(xb, slot)), went, 4);
+            xa = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_srli_epi32(ea, 19), _mm512_srli_epi32(xa, LMC_ANS_PROB_BITS)),
+                                  _mm512_and_si512(_mm512_srli_epi32(ea, 7), m12));
+            xb = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_srli_epi32(eb, 19), _mm512_srli_epi32(xb, LMC_ANS_PROB_BITS)),
+                                  _mm512_and_si512(_mm512_srli_epi32(eb, 7), m12));
+            _mm_storeu_si128((__m128i*)(void*)(tok + i), _mm512_cvtepi32_epi8(_mm512_and_si512(ea, m7)));
+            _mm_storeu_si128((__m128i*)(void*)(tok + i + 16), _mm512_cvtepi32_epi8(_mm512_and_si512(eb, m7)));
+            __mmask16 const na = _mm512_cmplt_epu32_mask(xa, L);
+            __m512i const wa = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(wbase + 2 * wi)));
+            xa = _mm512_mask_or_epi32(xa, na, _mm512_slli_epi32(xa, 16), _mm512_maskz_expand_epi32(na, wa));
+            wi += (size_t)_mm_popcnt_u32(na);
+            __mmask16 const nb = _mm512_cmplt_epu32_mask(xb, L);
+            __m512i const wb = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(wbase + 2 * wi)));
+            xb = _mm512_mask_or_epi32(xb, nb, _mm512_slli_epi32(xb, 16), _mm512_maskz_expand_epi32(nb, wb));
+            wi += (size_t)_mm_popcnt_u32(nb);
+        }
+    _mm512_storeu_si512((void*)x, xa);
+    _mm512_storeu_si512((void*)(x + 16), xb);
+    *wpp = wbase + 2 * wi;
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
+}
+#else
+#  define LMC_REFCTX_AVX512 0
+#endif
+
+#if LMC_REFCTX_AVX2
+LMC_TARGET_AVX2 static size_t apply_block_avx2(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb,
+                                               unsigned w)
+{
+    return w == 2 ? apply16_avx2(ws, dst, 0, m, ref, rb, 0, _mm_setzero_si128(), 0)
+                  : apply32_avx2(ws, dst, 0, m, ref, rb, 0, _mm256_setzero_si256(), 0);
+}
+#endif
+
+/* Pass 2 of a whole block, with the best instructions at hand. */
+static size_t apply_block(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb, unsigned w)
+{
+#if LMC_REFCTX_AVX2
+    if (lmc_cpu_has_avx2()) return apply_block_avx2(ws, dst, m, ref, rb, w);
+#endif
+#if defined(__SSE2__)
+    if (w == 2) return apply16_split(ws, dst, m, ref, rb);
+#endif
+    return apply_values(ws, dst, 0, m, ref, rb, 8 * w);
+}
+
 LMC_FORCE_INLINE size_t decode_body(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref,
                                     uint32_t x[4], rawbits* rb, const uint8_t** wp, const uint8_t* wend,
                                     unsigned bits)
@@ -632,7 +775,9 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
         ws->tbase[b] = tok >= alpha || !k ? 0 : neg ? 1 - ((int64_t)1 << k) : ((int64_t)1 << (k - 1));
     }
     LMC_RETURN_IF(size < 1, TRUNCATED);
-    unsigned const G = src[pos++];
+    unsigned const wide = src[pos] & LMC_REFCTX_WIDE;
+    unsigned const S = wide ? LMC_REFCTX_STATES_WIDE : LMC_ANS_STATES;
+    unsigned const G = src[pos++] & ~LMC_REFCTX_WIDE;
     LMC_RETURN_IF(G == 0 || G > LMC_REFCTX_MAX_GROUPS, CORRUPT);
     LMC_RETURN_IF(size - pos < G - 1, TRUNCATED);
     unsigned prev = 0;
@@ -652,9 +797,9 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
         pos += t;
         build_group(&ws->grp[g], ws->freq, alpha);
     }
-    LMC_RETURN_IF(size - pos < 4 * LMC_ANS_STATES + 4, TRUNCATED);
-    uint32_t x[LMC_ANS_STATES];
-    for (int j = 0; j < LMC_ANS_STATES; j++) {
+    LMC_RETURN_IF(size - pos < 4 * S + 4, TRUNCATED);
+    uint32_t x[LMC_REFCTX_STATES_MAX];
+    for (unsigned j = 0; j < S; j++) {
         x[j] = lmc_rd32(src + pos); pos += 4;
         LMC_RETURN_IF(x[j] < LMC_ANS_L, CORRUPT);
     }
@@ -675,6 +820,18 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
     const uint8_t* wp = src + pos + raw_size;
     const uint8_t* const wend = src + size;
     size_t r;
+    if (wide) {
+#if LMC_REFCTX_AVX512
+        if (lmc_cpu_has_avx512()) {
+            build_went(ws, G, alpha);
+            for (unsigned c = 0; c < 2 * LMC_REFCTX_CONTEXTS; c++)
+                ws->woff[c] = (int32_t)(((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp) * LMC_REFCTX_WENT);
+            r = decode_tokens_avx512(ws, m, ref, x, &wp, wend, 8 * w);
+        } else
+#endif
+        r = decode_tokens_wide(ws, 0, m, ref, x, &wp, wend, 8 * w, lmc_cpu_has_avx2_asm());
+        if (!lmc_is_error(r)) r = apply_block(ws, dst, m, ref, &rb, w);
+    } else
 #if LMC_REFCTX_AVX2
     if (lmc_cpu_has_avx2())
         r = w == 2 ? decode16_avx2(ws, dst, m, ref, x, &rb, &wp, wend) : decode32_avx2(ws, dst, m, ref, x, &rb, &wp, wend);
@@ -688,7 +845,7 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
         r = w == 2 ? decode16(ws, dst, m, ref, x, &rb, &wp, wend) : decode32(ws, dst, m, ref, x, &rb, &wp, wend);
     LMC_FORWARD(r);
     LMC_RETURN_IF(wp != wend, CORRUPT);
-    for (int j = 0; j < LMC_ANS_STATES; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
+    for (unsigned j = 0; j < S; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
     /* the raw stream: exactly ceil(bits / 8) bytes, zero padding */
     raw_refill_slow(&rb);
     LMC_RETURN_IF(rb.p != rb.end || rb.bc >= 8 || rb.bb != 0, CORRUPT);

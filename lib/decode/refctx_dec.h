@@ -28,8 +28,16 @@ typedef struct {
 #define LMC_REFCTX_RAWPAD_ZEROS 64
 #define LMC_REFCTX_RAWPAD_LIM   32
 
+/* Wide blocks (32 states) decoded with AVX-512: one 4-byte entry per slot,
+ * frequency << 19 | (slot - cumulative frequency) << 7 | token, so that one
+ * gather gives all a state update needs. 16 spare entries: the table is
+ * filled 16 at a time. */
+#define LMC_REFCTX_WENT (LMC_ANS_M + 16)
+
 typedef struct {
     lmc_refctx_dgroup grp[LMC_REFCTX_MAX_GROUPS];
+    uint32_t went[LMC_REFCTX_MAX_GROUPS][LMC_REFCTX_WENT];
+    int32_t  woff[2 * LMC_REFCTX_CONTEXTS];      /* r >> (W - 9) -> its group's offset in went */
     /* r >> (W - 9) -> its group's table: the context plus the sign bit,
      * so no mask, and a pointer, so no add before the slot load */
     const uint8_t* gtab[2 * LMC_REFCTX_CONTEXTS];

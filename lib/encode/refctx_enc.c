@@ -425,7 +425,7 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
     collect_counts(ws, cr);
     build_groups(ws);
 
-    size_t size = 1 + 3 + 1 + (ws->ngroups - 1) + 4 * LMC_ANS_STATES + 4 + (size_t)((raw + 7) / 8);
+    size_t size = 1 + 3 + 1 + (ws->ngroups - 1) + 4 + (size_t)((raw + 7) / 8);
     float bits = 0;
     for (unsigned g = 0; g < ws->ngroups; g++) {
         size += lmc_freq_size(ws->freq[g], ws->alpha);
@@ -433,7 +433,9 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
             if (ws->gcount[g][s] && ws->freq[g][s] < LMC_ANS_M)   /* log2 is approximate: keep M/M free */
                 bits += (float)ws->gcount[g][s] * LMC_MAX(0.0f, LMC_ANS_PROB_BITS - lmc_fast_log2((float)ws->freq[g][s]));
     }
-    return size + (size_t)(bits / 8) + 2;
+    size += (size_t)(bits / 8) + 2;
+    ws->states = size >= LMC_REFCTX_WIDE_MIN ? LMC_REFCTX_STATES_WIDE : LMC_ANS_STATES;
+    return size + 4 * ws->states;
 }
 
 /* The coder's fields of group g's tokens, in the rows of the contexts of g:
@@ -528,14 +530,36 @@ LMC_FORCE_INLINE size_t rc_rounds(const lmc_refctx_ws* ws, size_t i, uint32_t* x
     return nk;
 }
 
+/* 32 states: tokens [0, i) backwards (i a multiple of 32), four states at a
+ * time in registers, in the same order as 32 states one token at a time. */
+LMC_FORCE_INLINE size_t rc_rounds32(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk, unsigned sh16)
+{
+    const uint16_t* const key = ws->key;
+    uint32_t xs[LMC_REFCTX_STATES_WIDE];   /* not aliased by the word stores */
+    memcpy(xs, x, sizeof(xs));
+#define RC_SUB(b)                                                                            \
+    do {                                                                                     \
+        uint32_t x0 = xs[b], x1 = xs[b + 1], x2 = xs[b + 2], x3 = xs[b + 3];                 \
+        RC_PUT(x3, i + b + 3); RC_PUT(x2, i + b + 2); RC_PUT(x1, i + b + 1); RC_PUT(x0, i + b); \
+        xs[b] = x0; xs[b + 1] = x1; xs[b + 2] = x2; xs[b + 3] = x3;                          \
+    } while (0)
+    while (i) {
+        i -= LMC_REFCTX_STATES_WIDE;
+        RC_SUB(28); RC_SUB(24); RC_SUB(20); RC_SUB(16); RC_SUB(12); RC_SUB(8); RC_SUB(4); RC_SUB(0);
+    }
+#undef RC_SUB
+    memcpy(x, xs, sizeof(xs));
+    return nk;
+}
+
 static size_t rc_rounds_plain(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
-{ return rc_rounds(ws, i, x, wp, nk, 16); }
+{ return ws->states == LMC_ANS_STATES ? rc_rounds(ws, i, x, wp, nk, 16) : rc_rounds32(ws, i, x, wp, nk, 16); }
 #if LMC_HAS_BMI2_DISPATCH
 LMC_TARGET_BMI2 static size_t rc_rounds_bmi2(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
 {
     unsigned sh16 = 16;
     __asm__("" : "+r"(sh16));
-    return rc_rounds(ws, i, x, wp, nk, sh16);
+    return ws->states == LMC_ANS_STATES ? rc_rounds(ws, i, x, wp, nk, sh16) : rc_rounds32(ws, i, x, wp, nk, sh16);
 }
 #endif
 
@@ -547,23 +571,25 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
 
     size_t head = 1 + 3 + 1 + (G - 1);
     for (unsigned g = 0; g < G; g++) head += lmc_freq_size(ws->freq[g], alpha);
-    size_t const raw_at = head + 4 * LMC_ANS_STATES + 4;
+    unsigned const S = ws->states;
+    size_t const raw_at = head + 4 * S + 4;
     if (raw_at + raw_bytes > cap) return 0;
     key_tables(ws);
 
-    /* tokens, backwards; symbol i uses state i mod 4 and the table of its context */
+    /* tokens, backwards; symbol i uses state i mod S and the table of its context */
     uint8_t* const wend = ws->words + sizeof(ws->words);
     uint8_t* const wp = wend - 2;
     size_t nk = 0;
     unsigned const sh16 = 16;
     const uint16_t* const key = ws->key;
-    uint32_t x[LMC_ANS_STATES] = { LMC_ANS_L, LMC_ANS_L, LMC_ANS_L, LMC_ANS_L };
+    uint32_t x[LMC_REFCTX_STATES_MAX];
+    for (unsigned j = 0; j < S; j++) x[j] = LMC_ANS_L;
     size_t i = m;
-    while (i & 3) {               /* the tail first: coding runs backwards */
+    while (i & (S - 1)) {         /* the tail first: coding runs backwards */
         i--;
-        uint32_t xs = x[i & 3];
+        uint32_t xs = x[i & (S - 1)];
         RC_PUT(xs, i);
-        x[i & 3] = xs;
+        x[i & (S - 1)] = xs;
     }
 #if LMC_HAS_BMI2_DISPATCH
     if (lmc_cpu_has_bmi2()) nk = rc_rounds_bmi2(ws, i, x, wp, nk);
@@ -581,10 +607,10 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
     uint8_t* o = dst;
     *o++ = LMC_KIND_REFCTX;
     lmc_wr24(o, (uint32_t)(total - 4)); o += 3;
-    *o++ = (uint8_t)G;
+    *o++ = (uint8_t)(G | (S == LMC_ANS_STATES ? 0 : LMC_REFCTX_WIDE));
     for (unsigned g = 1; g < G; g++) *o++ = ws->bound[g];
     for (unsigned g = 0; g < G; g++) o += lmc_freq_write(o, ws->freq[g], alpha);
-    for (int j = 0; j < LMC_ANS_STATES; j++) { lmc_wr32(o, x[j]); o += 4; }
+    for (unsigned j = 0; j < S; j++) { lmc_wr32(o, x[j]); o += 4; }
     lmc_wr32(o, (uint32_t)raw_bytes); o += 4;
 
     memcpy(o, ws->raw, raw_bytes);
