@@ -2,7 +2,9 @@
  * the reference-conditioned coder on the float tensors of a real checkpoint
  * pair, in memory, without framing, checksums or threads.
  *
- * Usage: refctx_stages NEW.safetensors REF.safetensors [iterations]
+ * Usage: refctx_stages NEW.safetensors REF.safetensors [iterations [CPU]]
+ * CPU: all (default), avx2 (no AVX-512), bmi2 or none: the instruction sets
+ * the coder may use, to time the loops older CPUs run.
  * Every 64 Ki-value block of every bf16/f16/f32 tensor with a same-named,
  * same-size reference tensor is timed through:
  *   prepare  tokens, contexts, counts, context merging, tables (encoder pass 1)
@@ -14,13 +16,21 @@
 #include "lmc.h"
 #include "refctx_enc.h"
 #include "refctx_dec.h"
+#include "mem.h"
 
 typedef struct { const uint8_t* cur; const uint8_t* ref; size_t m; unsigned w; } vblock;
 
 int main(int argc, char** argv)
 {
-    if (argc < 3) { fprintf(stderr, "usage: %s NEW.safetensors REF.safetensors [iterations]\n", argv[0]); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: %s NEW.safetensors REF.safetensors [iterations [all|avx2|bmi2|none]]\n", argv[0]); return 2; }
     int const iters = argc > 3 ? atoi(argv[3]) : 5;
+    if (argc > 4) {
+        const char* const c = argv[4];
+        if (!strcmp(c, "avx2")) lmc_cpu_restrict(LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2);
+        else if (!strcmp(c, "bmi2")) lmc_cpu_restrict(LMC_CPU_BMI2);
+        else if (!strcmp(c, "none")) lmc_cpu_restrict(0);
+        else if (strcmp(c, "all")) { fprintf(stderr, "unknown CPU set %s\n", c); return 2; }
+    }
     size_t nn, nr;
     unsigned char* const nb = slurp(argv[1], &nn);
     unsigned char* const rb = slurp(argv[2], &nr);
