@@ -13,6 +13,9 @@
 #endif
 #include "refctx_enc.h"
 #include "mem.h"
+#if LMC_HAS_AVX512_DISPATCH
+#  include <immintrin.h>
+#endif
 #if LMC_HAS_AVX2_DISPATCH
 #  include <immintrin.h>
 #endif
@@ -445,15 +448,19 @@ static void key_tables(lmc_refctx_ws* ws)
 {
     unsigned const alpha = ws->alpha;
     uint64_t rc[LMC_REFCTX_ALPHA_MAX];
-    uint32_t xm[LMC_REFCTX_ALPHA_MAX], bi[LMC_REFCTX_ALPHA_MAX], cm[LMC_REFCTX_ALPHA_MAX];
+    uint32_t xm[LMC_REFCTX_ALPHA_MAX], bi[LMC_REFCTX_ALPHA_MAX], cm[LMC_REFCTX_ALPHA_MAX], fc[LMC_REFCTX_ALPHA_MAX];
+    double rd[LMC_REFCTX_ALPHA_MAX];
+    int const lanes = ws->states == LMC_REFCTX_STATES_WIDE;
     unsigned c = 0;
     for (unsigned g = 0; g < ws->ngroups; g++) {
         const uint16_t* const f = ws->freq[g];
         uint32_t cum = 0;
         for (unsigned s = 0; s < alpha; s++) {
             uint32_t const fs = f[s];
-            rc[s] = 0; xm[s] = 0; bi[s] = 0; cm[s] = 0;
+            rc[s] = 0; xm[s] = 0; bi[s] = 0; cm[s] = 0; fc[s] = 0; rd[s] = 0;
             if (!fs) continue;
+            fc[s] = fs | cum << 13;
+            rd[s] = 1.0 / fs;
             xm[s] = ((LMC_ANS_L >> LMC_ANS_PROB_BITS) << 16) * fs - 1;
             cm[s] = LMC_ANS_M - fs;
             if (fs < 2) {
@@ -475,6 +482,10 @@ static void key_tables(lmc_refctx_ws* ws)
             memcpy(ws->exm + row, xm, alpha * sizeof(xm[0]));
             memcpy(ws->ebias + row, bi, alpha * sizeof(bi[0]));
             memcpy(ws->ecmpl + row, cm, alpha * sizeof(cm[0]));
+            if (lanes) {
+                memcpy(ws->efc + row, fc, alpha * sizeof(fc[0]));
+                memcpy(ws->erd + row, rd, alpha * sizeof(rd[0]));
+            }
         }
     }
 }
@@ -552,6 +563,54 @@ LMC_FORCE_INLINE size_t rc_rounds32(const lmc_refctx_ws* ws, size_t i, uint32_t*
     return nk;
 }
 
+#if LMC_HAS_AVX512_DISPATCH
+/* 16 tokens of the keys k into the states *xs, one per lane, as RC_PUT does
+ * each: the word out first where x >= f << 19 (the lanes' words, in lane
+ * order, end at word nk: written as 16 words whose unused low ones later
+ * words overwrite), then x = x + cum + q (M - f) with q = x div f. q comes
+ * from doubles: x < 2^31 and 1/f are exact to 2^-52 relative, so x/f + 2^-16
+ * lies within (q, q + 1) whether or not f divides x (a remainder is at
+ * least 1/f >= 2^-12 from the next integer). */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes(const lmc_refctx_ws* ws, __m512i k, __m512i* xs, uint8_t* wp, size_t nk)
+{
+    __m512i x = *xs;
+    __m512i const fc = _mm512_i32gather_epi32(k, (const int*)(const void*)ws->efc, 4);
+    __m512i const f = _mm512_and_si512(fc, _mm512_set1_epi32(0x1FFF));
+    __m512i const cum = _mm512_srli_epi32(fc, 13);
+    __mmask16 const out = _mm512_cmpge_epu32_mask(x, _mm512_slli_epi32(f, 19));
+    unsigned const n = (unsigned)_mm_popcnt_u32(out);
+    __m512i const w = _mm512_maskz_expand_epi32((__mmask16)(0xFFFF0000u >> n), _mm512_maskz_compress_epi32(out, x));
+    _mm256_storeu_si256((__m256i*)(void*)(wp + 2 * (ptrdiff_t)(nk - 15)), _mm512_cvtepi32_epi16(w));
+    nk -= n;
+    x = _mm512_mask_srli_epi32(x, out, x, 16);
+    __m256i const k0 = _mm512_castsi512_si256(k), k1 = _mm512_extracti64x4_epi64(k, 1);
+    __m512d const nudge = _mm512_set1_pd(1.0 / 65536);
+    __m512d const d0 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_castsi512_si256(x)), _mm512_i32gather_pd(k0, ws->erd, 8)), nudge);
+    __m512d const d1 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(x, 1)), _mm512_i32gather_pd(k1, ws->erd, 8)), nudge);
+    __m512i const q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvttpd_epu32(d0)), _mm512_cvttpd_epu32(d1), 1);
+    x = _mm512_add_epi32(_mm512_add_epi32(x, cum), _mm512_mullo_epi32(q, _mm512_sub_epi32(_mm512_set1_epi32(LMC_ANS_M), f)));
+    *xs = x;
+    return nk;
+}
+
+/* rc_rounds32 with AVX-512: states 0-15 and 16-31 in two vectors; a round
+ * codes tokens i+16..i+31 first (their words lie above those of i..i+15). */
+LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
+{
+    __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
+    while (i) {
+        i -= LMC_REFCTX_STATES_WIDE;
+        __m512i const kb = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ws->key + i + 16)));
+        __m512i const ka = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ws->key + i)));
+        nk = rc_lanes(ws, kb, &xb, wp, nk);
+        nk = rc_lanes(ws, ka, &xa, wp, nk);
+    }
+    _mm512_storeu_si512((void*)x, xa);
+    _mm512_storeu_si512((void*)(x + 16), xb);
+    return nk;
+}
+#endif
+
 static size_t rc_rounds_plain(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
 { return ws->states == LMC_ANS_STATES ? rc_rounds(ws, i, x, wp, nk, 16) : rc_rounds32(ws, i, x, wp, nk, 16); }
 #if LMC_HAS_BMI2_DISPATCH
@@ -591,6 +650,10 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
         RC_PUT(xs, i);
         x[i & (S - 1)] = xs;
     }
+#if LMC_HAS_AVX512_DISPATCH
+    if (S == LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512()) nk = rc_rounds32_avx512(ws, i, x, wp, nk);
+    else
+#endif
 #if LMC_HAS_BMI2_DISPATCH
     if (lmc_cpu_has_bmi2()) nk = rc_rounds_bmi2(ws, i, x, wp, nk);
     else

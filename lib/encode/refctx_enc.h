@@ -39,6 +39,11 @@ typedef struct {
      * f = 1 takes q = x - 1, fixed by the bias) and x += bias + q * cmpl */
     uint64_t erc[LMC_REFCTX_KEYS];
     uint32_t exm[LMC_REFCTX_KEYS], ebias[LMC_REFCTX_KEYS], ecmpl[LMC_REFCTX_KEYS];
+    /* the same for the AVX-512 coder of 32 states: frequency | cumulative
+     * frequency << 13, and 1 / frequency (a double: x / f is then exact
+     * after a small nudge, see rc_lanes) */
+    uint32_t efc[LMC_REFCTX_KEYS];
+    double   erd[LMC_REFCTX_KEYS];
     uint32_t gcount[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];  /* merge scratch */
     uint8_t  words[2 * LMC_VBLOCK_MAX + 64];     /* renormalisation words, written backwards */
 } lmc_refctx_ws;
