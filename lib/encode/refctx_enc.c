@@ -247,6 +247,60 @@ LMC_TARGET_AVX2 static inline void half16(__m256i c, __m256i r, __m256i* key, __
     *nq = _mm256_add_epi64(np, _mm256_unpackhi_epi64(np, np));
 }
 
+#if LMC_HAS_AVX512_DISPATCH
+/* 16-bit values, 16 at a time in one vector of 32-bit lanes: half16's
+ * arithmetic on twice the lanes, with 32 registers (the AVX2 loop spills)
+ * and masks. The raw bits reach the writer in groups of 4 values. */
+LMC_TARGET_AVX512 static void analyse16_avx512(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, const uint8_t* src,
+                                               const uint8_t* ref, size_t m, size_t* done)
+{
+    __m512i const lo15 = _mm512_set1_epi32(0x7FFF), zero = _mm512_setzero_si512(), ff = _mm512_set1_epi32(0xFF);
+    __m512i const expo = _mm512_set1_epi32(126), one = _mm512_set1_epi32(1), lo32 = _mm512_set1_epi64(0xFFFFFFFF);
+    __m512i vmin = _mm512_set1_epi32(255), vmax = zero;
+    uint16_t* const lc = ws->lcount;
+    rawwriter rw = *rwp;
+    size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        __m512i const c = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(src + 2 * i)));
+        __m512i const r = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i)));
+        __m512i const cross = _mm512_srai_epi32(_mm512_slli_epi32(_mm512_xor_si512(c, r), 16), 31);
+        __m512i const t = _mm512_sub_epi32(_mm512_xor_si512(_mm512_and_si512(c, lo15), cross), _mm512_and_si512(r, lo15));
+        __m512i const sm = _mm512_srai_epi32(t, 31);
+        __m512i const mag = _mm512_abs_epi32(t);
+        __m512i const k = _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(mag)), 23), expo), zero);
+        __mmask16 const nz = _mm512_cmpgt_epi32_mask(k, zero);
+        __m512i const tok = _mm512_maskz_sub_epi32(nz, _mm512_sub_epi32(_mm512_add_epi32(k, k), one), sm);
+        __m512i const nb = _mm512_mask_sub_epi32(k, nz, k, one);
+        __m512i const ctx = _mm512_and_si512(_mm512_srli_epi32(r, 7), ff);
+        vmin = _mm512_min_epu32(vmin, ctx);
+        vmax = _mm512_max_epu32(vmax, ctx);
+        __m512i const key = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(ctx, 6), ctx), tok);
+        _mm256_storeu_si256((__m256i*)(void*)(ws->key + i), _mm512_cvtepi32_epi16(key));
+        __m512i const low = _mm512_and_si512(_mm512_xor_si512(mag, sm), _mm512_sub_epi32(_mm512_sllv_epi32(one, nb), one));
+        /* pairs in 64-bit lanes, then 4 values in lanes 0, 2, 4, 6 */
+        __m512i const ne = _mm512_and_si512(nb, lo32);
+        __m512i const p = _mm512_or_si512(_mm512_and_si512(low, lo32), _mm512_sllv_epi64(_mm512_srli_epi64(low, 32), ne));
+        __m512i const np = _mm512_add_epi64(ne, _mm512_srli_epi64(nb, 32));
+        uint64_t q[8], nq[8];
+        _mm512_storeu_si512((void*)q, _mm512_or_si512(p, _mm512_sllv_epi64(_mm512_unpackhi_epi64(p, p), np)));
+        _mm512_storeu_si512((void*)nq, _mm512_add_epi64(np, _mm512_unpackhi_epi64(np, np)));
+        /* the keys of the step before (see analyse16_avx2) */
+        if (i) count_keys(lc, ws->key + i - 16, 16);
+        raw_put_wide(&rw, q[0], (unsigned)nq[0]);
+        raw_put_wide(&rw, q[2], (unsigned)nq[2]);
+        raw_put_wide(&rw, q[4], (unsigned)nq[4]);
+        raw_put_wide(&rw, q[6], (unsigned)nq[6]);
+    }
+    if (i) {
+        count_keys(lc, ws->key + i - 16, 16);
+        cr->lo = LMC_MIN(cr->lo, _mm512_reduce_min_epu32(vmin));
+        cr->hi = LMC_MAX(cr->hi, _mm512_reduce_max_epu32(vmax));
+    }
+    *rwp = rw;
+    *done = i;
+}
+#endif
+
 /* 16-bit values, 16 at a time, in two halves of 8 32-bit lanes. The raw
  * bits (at most 15 a value) reach the writer in groups of 4 values. */
 LMC_TARGET_AVX2 static void analyse16_avx2(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, const uint8_t* src,
@@ -401,6 +455,10 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
     size_t i = 0;
     if (w == 2) {
 #if LMC_HAS_AVX2_DISPATCH
+#if LMC_HAS_AVX512_DISPATCH
+        if (lmc_cpu_has_avx512()) analyse16_avx512(ws, &rw, &cr, src, ref, m, &i);
+        else
+#endif
         if (lmc_cpu_has_avx2()) analyse16_avx2(ws, &rw, &cr, src, ref, m, &i);
         else
 #endif
