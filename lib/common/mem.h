@@ -66,7 +66,7 @@ LMC_FORCE_INLINE void lmc_wr24(void* p, uint32_t v) {
 #define LMC_CPU_BMI2 1u
 #define LMC_CPU_AVX2 2u
 #define LMC_CPU_BMI1 4u
-#define LMC_CPU_AVX512 8u   /* AVX-512 F, with the OS saving the zmm registers */
+#define LMC_CPU_AVX512 8u   /* AVX-512 F, BW and VL, with the OS saving the zmm registers */
 unsigned lmc_cpu_features(void);
 /* Only the features in `allowed` are reported from now on (tests: ~0u restores). */
 void lmc_cpu_restrict(unsigned allowed);
@@ -88,11 +88,11 @@ static inline int lmc_cpu_has_avx2(void) { return (lmc_cpu_features() & LMC_CPU_
 #else
 #  define LMC_HAS_AVX2_DISPATCH 0
 #endif
-/* AVX-512 copies (REFCTX's 32-state token loop: 16-lane gathers); they
- * also use AVX2, BMI and POPCNT, which every AVX-512 x86-64 CPU has */
+/* AVX-512 copies (REFCTX's 32-state coder: 16-lane gathers); F, BW and VL,
+ * which every AVX-512 CPU but the Xeon Phi has, and AVX2, BMI and POPCNT */
 #if LMC_HAS_AVX2_DISPATCH && !defined(LMC_NO_AVX512)
 #  define LMC_HAS_AVX512_DISPATCH 1
-#  define LMC_TARGET_AVX512 __attribute__((target("avx512f,avx2,bmi,bmi2,popcnt")))
+#  define LMC_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,bmi,bmi2,popcnt")))
 #  define LMC_CPU_AVX512_SET (LMC_CPU_AVX2_SET | LMC_CPU_AVX512)
 static inline int lmc_cpu_has_avx512(void) { return (lmc_cpu_features() & LMC_CPU_AVX512_SET) == LMC_CPU_AVX512_SET; }
 #else

@@ -645,6 +645,100 @@ LMC_TARGET_AVX512 static void build_went(lmc_refctx_dws* ws, unsigned G, unsigne
     }
 }
 
+/* 16-bit values, pass 2 with AVX-512 BW: apply16_step's arithmetic for 32
+ * values a step, one 8-value window in each 128-bit lane of a zmm. The
+ * per-value bytes (window byte index, shift multiplier, mask, base) are
+ * computed for the 32 in a ymm as apply16_step does for 16 (the prefix sums
+ * of the raw-bit counts restart in each 128-bit half, so that they fit in a
+ * byte), then widened to 16-bit lanes. From value j on, raw bits from bit
+ * offset 0; apply16_avx2 finishes the block. */
+LMC_TARGET_AVX512 static size_t apply16_avx512(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb)
+{
+    const uint8_t* const raw = rb->p;
+    size_t const raw_size = (size_t)(rb->lim - rb->p);
+    __m256i const z = _mm256_setzero_si256(), b1 = _mm256_set1_epi8(1), b7 = _mm256_set1_epi8(7), b16 = _mm256_set1_epi8(16);
+    __m256i const pw = _mm256_setr_epi8(0, (char)128, 64, 32, 16, 8, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0,
+                                        0, (char)128, 64, 32, 16, 8, 4, 2, 1, 0, 0, 0, 0, 0, 0, 0);
+    __m256i const mlo = _mm256_setr_epi8(0, 1, 3, 7, 15, 31, 63, 127, -1, -1, -1, -1, -1, -1, -1, -1,
+                                         0, 1, 3, 7, 15, 31, 63, 127, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256i const mhi = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 7, 15, 31, 63, 127,
+                                         0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 3, 7, 15, 31, 63, 127);
+#define B16(t) ((t) == 0 ? 0 : ((t) & 1) ? 1 << (((t) - 1) / 2) : 1 - (1 << ((t) / 2)))
+#define BLO(t) (char)(B16(t) & 0xFF)
+#define BHI(t) (char)((B16(t) >> 8) & 0xFF)
+#define BX(t, P) (char)(P(t) ^ P((t) + 16))
+#define ROW(P) P(0), P(1), P(2), P(3), P(4), P(5), P(6), P(7), P(8), P(9), P(10), P(11), P(12), P(13), P(14), P(15)
+#define XLO(t) BX(t, BLO)
+#define XHI(t) BX(t, BHI)
+    __m256i const blo0 = _mm256_setr_epi8(ROW(BLO), ROW(BLO)), bhi0 = _mm256_setr_epi8(ROW(BHI), ROW(BHI));
+    __m256i const blo1 = _mm256_setr_epi8(ROW(XLO), ROW(XLO)), bhi1 = _mm256_setr_epi8(ROW(XHI), ROW(XHI));
+#undef B16
+#undef BLO
+#undef BHI
+#undef BX
+#undef ROW
+#undef XLO
+#undef XHI
+    __m512i const c01 = _mm512_set1_epi16(0x0100), c11 = _mm512_set1_epi16(0x0101);
+    __m512i const lo15 = _mm512_set1_epi16(0x7FFF), sbit = _mm512_set1_epi16((short)0x8000);
+    __m512i bad = _mm512_setzero_si512();
+    uint32_t badv = 0;
+    uint64_t off = 0;
+    size_t j = 0;
+    /* the fourth window starts at most 46 bytes after the first */
+    for (; j + 32 <= m && (off >> 3) + 63 <= raw_size; j += 32) {
+        __m256i const tk = _mm256_and_si256(_mm256_loadu_si256((const __m256i*)(const void*)(ws->tok + j)), _mm256_set1_epi8(0x7F));
+        if (LMC_UNLIKELY(_mm256_movemask_epi8(_mm256_cmpgt_epi8(tk, _mm256_set1_epi8(30))))) {
+            (void)apply16_tail(ws, dst, j, j + 32, ref, raw, raw_size, &off, &badv);   /* cannot fail here */
+            continue;
+        }
+        __m256i const k = _mm256_avg_epu8(tk, z);
+        __m256i const nb = _mm256_subs_epu8(k, b1);
+        __m256i p = _mm256_add_epi8(nb, _mm256_slli_si256(nb, 1));
+        p = _mm256_add_epi8(p, _mm256_slli_si256(p, 2));
+        p = _mm256_add_epi8(p, _mm256_slli_si256(p, 4));
+        p = _mm256_add_epi8(p, _mm256_slli_si256(p, 8));
+        unsigned const s8 = (unsigned)_mm256_extract_epi8(p, 7), s16 = (unsigned)_mm256_extract_epi8(p, 15);
+        unsigned const t8 = (unsigned)_mm256_extract_epi8(p, 23), t16 = (unsigned)_mm256_extract_epi8(p, 31);
+        uint64_t const o0 = off, o1 = off + s8, o2 = off + s16, o3 = off + s16 + t8;
+        /* bits before a value in its window, plus 7 (bytes, mod 256): the
+         * window's start bit plus the bits before the value in its 128-bit
+         * half, less those before the window in that half */
+        __m256i const c = _mm256_set_epi64x((long long)((((o3 & 7) + 7 - t8) & 0xFF) * 0x0101010101010101ull),
+                                            (long long)(((o2 & 7) + 7) * 0x0101010101010101ull),
+                                            (long long)((((o1 & 7) + 7 - s8) & 0xFF) * 0x0101010101010101ull),
+                                            (long long)(((o0 & 7) + 7) * 0x0101010101010101ull));
+        __m256i const rel7 = _mm256_add_epi8(_mm256_sub_epi8(p, nb), c);
+        __m256i const idx = _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(rel7, 3), _mm256_set1_epi8(0x1F)), b1);
+        __m256i const hb = _mm256_shuffle_epi8(pw, _mm256_add_epi8(_mm256_and_si256(rel7, b7), b1));
+        __m256i const ml = _mm256_shuffle_epi8(mlo, nb), mh = _mm256_shuffle_epi8(mhi, nb);
+        __m256i const t16v = _mm256_sub_epi8(tk, b16);
+        __m256i const bl = _mm256_xor_si256(_mm256_shuffle_epi8(blo0, tk), _mm256_shuffle_epi8(blo1, t16v));
+        __m256i const bh = _mm256_xor_si256(_mm256_shuffle_epi8(bhi0, tk), _mm256_shuffle_epi8(bhi1, t16v));
+        /* one window a 128-bit lane */
+        __m512i W = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i*)(const void*)(raw + (o0 >> 3))));
+        W = _mm512_inserti32x4(W, _mm_loadu_si128((const __m128i*)(const void*)(raw + (o1 >> 3))), 1);
+        W = _mm512_inserti32x4(W, _mm_loadu_si128((const __m128i*)(const void*)(raw + (o2 >> 3))), 2);
+        W = _mm512_inserti32x4(W, _mm_loadu_si128((const __m128i*)(const void*)(raw + (o3 >> 3))), 3);
+        __m512i const ca = _mm512_add_epi8(_mm512_mullo_epi16(_mm512_cvtepu8_epi16(idx), c11), c01);
+        __m512i const A = _mm512_shuffle_epi8(W, ca), B = _mm512_shuffle_epi8(W, _mm512_add_epi8(ca, c11));
+        __m512i const N = _mm512_cvtepu8_epi16(hb);
+        __m512i const y = _mm512_or_si512(_mm512_mulhi_epu16(A, _mm512_slli_epi16(N, 8)), _mm512_mullo_epi16(B, N));
+        __m512i const mask = _mm512_or_si512(_mm512_cvtepu8_epi16(ml), _mm512_slli_epi16(_mm512_cvtepu8_epi16(mh), 8));
+        __m512i const b = _mm512_or_si512(_mm512_cvtepu8_epi16(bl), _mm512_slli_epi16(_mm512_cvtepu8_epi16(bh), 8));
+        __m512i const t = _mm512_add_epi16(_mm512_and_si512(y, mask), b);
+        __m512i const r = _mm512_loadu_si512((const void*)(ref + 2 * j));
+        __m512i const v = _mm512_add_epi16(_mm512_and_si512(r, lo15), t);
+        bad = _mm512_or_si512(bad, _mm512_andnot_si512(t, v));
+        __m512i const sg = _mm512_srai_epi16(v, 15);
+        __m512i const a = _mm512_xor_si512(v, sg);
+        _mm512_storeu_si512((void*)(dst + 2 * j), _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), sbit), a));
+        off = o2 + t16;
+    }
+    LMC_RETURN_IF(_mm512_movepi16_mask(bad), CORRUPT);   /* bit 15 of a lane */
+    return apply16_avx2(ws, dst, j, m, ref, rb, off, _mm_setzero_si128(), badv);
+}
+
 /* One round of a wide block with AVX-512: tokens i..i+31, states 0-15 in
  * *xa and 16-31 in *xb. A lane's update is the scalar one (the same
  * arithmetic modulo 2^32, the same unsigned compare), and the lanes that
@@ -833,10 +927,13 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
             for (unsigned c = 0; c < 2 * LMC_REFCTX_CONTEXTS; c++)
                 ws->woff[c] = (int32_t)(((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp) * LMC_REFCTX_WENT);
             r = decode_tokens_avx512(ws, m, ref, x, &wp, wend, 8 * w);
+            if (!lmc_is_error(r)) r = w == 2 ? apply16_avx512(ws, dst, m, ref, &rb) : apply_block(ws, dst, m, ref, &rb, w);
         } else
 #endif
-        r = decode_tokens_wide(ws, 0, m, ref, x, &wp, wend, 8 * w, lmc_cpu_has_avx2_asm());
-        if (!lmc_is_error(r)) r = apply_block(ws, dst, m, ref, &rb, w);
+        {
+            r = decode_tokens_wide(ws, 0, m, ref, x, &wp, wend, 8 * w, lmc_cpu_has_avx2_asm());
+            if (!lmc_is_error(r)) r = apply_block(ws, dst, m, ref, &rb, w);
+        }
     } else
 #if LMC_REFCTX_AVX2
     if (lmc_cpu_has_avx2())
