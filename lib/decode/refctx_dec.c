@@ -739,6 +739,67 @@ LMC_TARGET_AVX512 static size_t apply16_avx512(lmc_refctx_dws* ws, uint8_t* dst,
     return apply16_avx2(ws, dst, j, m, ref, rb, off, _mm_setzero_si128(), badv);
 }
 
+/* 32-bit values, pass 2 with AVX-512, 16 values a step: each value's bit
+ * offset from a prefix sum of the raw-bit counts across the lanes, its bits
+ * from a 64-bit gather at that byte (at most 7 + 31 bits), its base from
+ * its token (2^(k-1), or 1 - 2^k when negative), then apply32_step's
+ * arithmetic. A step with a token of k = 32 goes apply32_step's way. From
+ * value 0 at bit 0; apply32_avx2 finishes the block. */
+LMC_TARGET_AVX512 static size_t apply32_avx512(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb)
+{
+    const uint8_t* const raw = rb->p;
+    size_t const raw_size = (size_t)(rb->lim - rb->p);
+    __m512i const zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1), one64 = _mm512_set1_epi64(1);
+    __m512i const lo31 = _mm512_set1_epi32(0x7FFFFFFF), sbit = _mm512_set1_epi32((int)0x80000000u);
+    __m512i bad = zero;
+    __m256i bad2 = _mm256_setzero_si256();
+    uint64_t badw = 0;
+    uint64_t off = 0;
+    size_t j = 0;
+    /* the last value's 8-byte read ends at most 15 * 31 / 8 + 1 + 8 bytes on */
+    for (; j + 16 <= m && (off >> 3) + 68 <= raw_size; j += 16) {
+        __m512i const tk = _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(ws->tok + j))),
+                                            _mm512_set1_epi32(0x7F));
+        if (LMC_UNLIKELY(_mm512_cmpge_epu32_mask(tk, _mm512_set1_epi32(63)))) {
+            apply32_step(ws, j, dst + 4 * j, ref + 4 * j, raw, &off, &bad2, &badw);
+            apply32_step(ws, j + 8, dst + 4 * (j + 8), ref + 4 * (j + 8), raw, &off, &bad2, &badw);
+            continue;
+        }
+        __m512i const k = _mm512_srli_epi32(_mm512_add_epi32(tk, one), 1);
+        __m512i const nb = _mm512_max_epi32(_mm512_sub_epi32(k, one), zero);
+        __m512i p = _mm512_add_epi32(nb, _mm512_alignr_epi32(nb, zero, 15));
+        p = _mm512_add_epi32(p, _mm512_alignr_epi32(p, zero, 14));
+        p = _mm512_add_epi32(p, _mm512_alignr_epi32(p, zero, 12));
+        p = _mm512_add_epi32(p, _mm512_alignr_epi32(p, zero, 8));
+        __m512i const pos = _mm512_add_epi32(_mm512_sub_epi32(p, nb), _mm512_set1_epi32((int)(uint32_t)off));
+        __m512i const at = _mm512_srli_epi32(pos, 3);
+        __m512i const sh = _mm512_and_si512(pos, _mm512_set1_epi32(7));
+        __m512i low[2];
+        for (int h = 0; h < 2; h++) {
+            __m256i const ah = h ? _mm512_extracti64x4_epi64(at, 1) : _mm512_castsi512_si256(at);
+            __m256i const sh8 = h ? _mm512_extracti64x4_epi64(sh, 1) : _mm512_castsi512_si256(sh);
+            __m256i const nb8 = h ? _mm512_extracti64x4_epi64(nb, 1) : _mm512_castsi512_si256(nb);
+            __m512i const wv = _mm512_i32gather_epi64(ah, (const void*)raw, 1);
+            __m512i const msk = _mm512_sub_epi64(_mm512_sllv_epi64(one64, _mm512_cvtepu32_epi64(nb8)), one64);
+            low[h] = _mm512_and_si512(_mm512_srlv_epi64(wv, _mm512_cvtepu32_epi64(sh8)), msk);
+        }
+        __m512i const e = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(low[0])), _mm512_cvtepi64_epi32(low[1]), 1);
+        __mmask16 const pos_tok = _mm512_test_epi32_mask(tk, one);
+        __m512i const b = _mm512_mask_blend_epi32(pos_tok, _mm512_sub_epi32(one, _mm512_sllv_epi32(one, k)),
+                                                  _mm512_sllv_epi32(one, _mm512_sub_epi32(k, one)));
+        __m512i const t = _mm512_add_epi32(b, e);
+        __m512i const r = _mm512_loadu_si512((const void*)(ref + 4 * j));
+        __m512i const v = _mm512_add_epi32(_mm512_and_si512(r, lo31), t);
+        bad = _mm512_or_si512(bad, _mm512_andnot_si512(t, v));
+        __m512i const sg = _mm512_srai_epi32(v, 31);
+        __m512i const a = _mm512_xor_si512(v, sg);
+        _mm512_storeu_si512((void*)(dst + 4 * j), _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), sbit), a));
+        off += (uint32_t)_mm_extract_epi32(_mm512_extracti32x4_epi32(p, 3), 3);
+    }
+    LMC_RETURN_IF(_mm512_test_epi32_mask(bad, sbit), CORRUPT);   /* bit 31 of a lane */
+    return apply32_avx2(ws, dst, j, m, ref, rb, off, bad2, badw);
+}
+
 /* One round of a wide block with AVX-512: tokens i..i+31, states 0-15 in
  * *xa and 16-31 in *xb. A lane's update is the scalar one (the same
  * arithmetic modulo 2^32, the same unsigned compare), and the lanes that
@@ -927,7 +988,7 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
             for (unsigned c = 0; c < 2 * LMC_REFCTX_CONTEXTS; c++)
                 ws->woff[c] = (int32_t)(((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp) * LMC_REFCTX_WENT);
             r = decode_tokens_avx512(ws, m, ref, x, &wp, wend, 8 * w);
-            if (!lmc_is_error(r)) r = w == 2 ? apply16_avx512(ws, dst, m, ref, &rb) : apply_block(ws, dst, m, ref, &rb, w);
+            if (!lmc_is_error(r)) r = w == 2 ? apply16_avx512(ws, dst, m, ref, &rb) : apply32_avx512(ws, dst, m, ref, &rb);
         } else
 #endif
         {
