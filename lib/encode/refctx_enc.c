@@ -301,6 +301,56 @@ LMC_TARGET_AVX512 static void analyse16_avx512(lmc_refctx_ws* ws, rawwriter* rwp
 }
 #endif
 
+#if LMC_HAS_AVX512_DISPATCH
+/* 32-bit values, 16 at a time: analyse32_avx2's arithmetic on twice the
+ * lanes. The raw bits reach the writer in pairs of values. */
+LMC_TARGET_AVX512 static void analyse32_avx512(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, const uint8_t* src,
+                                               const uint8_t* ref, size_t m, size_t* done)
+{
+    __m512i const lo31 = _mm512_set1_epi32(0x7FFFFFFF), zero = _mm512_setzero_si512(), ff = _mm512_set1_epi32(0xFF);
+    __m512i const expo = _mm512_set1_epi32(126), one = _mm512_set1_epi32(1), k32 = _mm512_set1_epi32(32);
+    __m512i const lo32 = _mm512_set1_epi64(0xFFFFFFFF);
+    __m512i vmin = _mm512_set1_epi32(255), vmax = zero;
+    uint16_t* const lc = ws->lcount;
+    rawwriter rw = *rwp;
+    size_t i = 0;
+    for (; i + 16 <= m; i += 16) {
+        __m512i const c = _mm512_loadu_si512((const void*)(src + 4 * i));
+        __m512i const r = _mm512_loadu_si512((const void*)(ref + 4 * i));
+        __mmask16 const cross = _mm512_test_epi32_mask(_mm512_xor_si512(c, r), _mm512_set1_epi32((int)0x80000000u));
+        __m512i const ca = _mm512_and_si512(c, lo31), ra = _mm512_and_si512(r, lo31);
+        __m512i const t = _mm512_sub_epi32(ca, ra);
+        __m512i const mag = _mm512_mask_add_epi32(_mm512_abs_epi32(t), cross, _mm512_add_epi32(ca, ra), one);
+        __m512i const sm = _mm512_mask_mov_epi32(_mm512_srai_epi32(t, 31), cross, _mm512_set1_epi32(-1));
+        __m512i const y = _mm512_andnot_si512(_mm512_srli_epi32(mag, 1), mag);
+        __m512i const e = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(y)), 23), ff);
+        __m512i const k = _mm512_max_epi32(_mm512_sub_epi32(e, expo), _mm512_and_si512(_mm512_srai_epi32(mag, 31), k32));
+        __mmask16 const nz = _mm512_cmpgt_epi32_mask(k, zero);
+        __m512i const tok = _mm512_maskz_sub_epi32(nz, _mm512_sub_epi32(_mm512_add_epi32(k, k), one), sm);
+        __m512i const nb = _mm512_mask_sub_epi32(k, nz, k, one);
+        __m512i const ctx = _mm512_and_si512(_mm512_srli_epi32(r, 23), ff);
+        vmin = _mm512_min_epu32(vmin, ctx);
+        vmax = _mm512_max_epu32(vmax, ctx);
+        __m512i const key = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(ctx, 6), ctx), tok);
+        _mm256_storeu_si256((__m256i*)(void*)(ws->key + i), _mm512_cvtepi32_epi16(key));
+        __m512i const low = _mm512_and_si512(_mm512_xor_si512(mag, sm), _mm512_sub_epi32(_mm512_sllv_epi32(one, nb), one));
+        __m512i const ne = _mm512_and_si512(nb, lo32);
+        uint64_t p[8], np[8];
+        _mm512_storeu_si512((void*)p, _mm512_or_si512(_mm512_and_si512(low, lo32), _mm512_sllv_epi64(_mm512_srli_epi64(low, 32), ne)));
+        _mm512_storeu_si512((void*)np, _mm512_add_epi64(ne, _mm512_srli_epi64(nb, 32)));
+        if (i) count_keys(lc, ws->key + i - 16, 16);   /* the step before's, as in analyse16_avx2 */
+        for (int j = 0; j < 8; j++) raw_put_wide(&rw, p[j], (unsigned)np[j]);
+    }
+    if (i) {
+        count_keys(lc, ws->key + i - 16, 16);
+        cr->lo = LMC_MIN(cr->lo, _mm512_reduce_min_epu32(vmin));
+        cr->hi = LMC_MAX(cr->hi, _mm512_reduce_max_epu32(vmax));
+    }
+    *rwp = rw;
+    *done = i;
+}
+#endif
+
 /* 16-bit values, 16 at a time, in two halves of 8 32-bit lanes. The raw
  * bits (at most 15 a value) reach the writer in groups of 4 values. */
 LMC_TARGET_AVX2 static void analyse16_avx2(lmc_refctx_ws* ws, rawwriter* rwp, ctxrange* cr, const uint8_t* src,
@@ -470,6 +520,10 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
         for (; i < m; i++) analyse_value(ws, &rw, &cr, i, lmc_rd16(src + 2 * i), lmc_rd16(ref + 2 * i), 16);
     } else {
 #if LMC_HAS_AVX2_DISPATCH
+#if LMC_HAS_AVX512_DISPATCH
+        if (lmc_cpu_has_avx512()) analyse32_avx512(ws, &rw, &cr, src, ref, m, &i);
+        else
+#endif
         if (lmc_cpu_has_avx2()) analyse32_avx2(ws, &rw, &cr, src, ref, m, &i);
         else
 #endif
