@@ -248,6 +248,24 @@ LMC_TARGET_AVX2 static inline void half16(__m256i c, __m256i r, __m256i* key, __
 }
 
 #if LMC_HAS_AVX512_DISPATCH
+/* The common tail of the AVX-512 analysis steps, 16 values from value i:
+ * keys (context * 65 + token) stored as 16 bits, and each value's raw bits
+ * (|t| below its leading one, complemented when t < 0: mag ^ sm, nb bits)
+ * joined pairwise into 64-bit lanes, lengths in *np. */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE void keys_and_pairs(lmc_refctx_ws* ws, size_t i, __m512i ctx, __m512i tok, __m512i mag,
+                                                       __m512i sm, __m512i nb, __m512i* p, __m512i* np)
+{
+    __m512i const one = _mm512_set1_epi32(1), lo32 = _mm512_set1_epi64(0xFFFFFFFF);
+    __m512i const key = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(ctx, 6), ctx), tok);
+    _mm256_storeu_si256((__m256i*)(void*)(ws->key + i), _mm512_cvtepi32_epi16(key));
+    __m512i const low = _mm512_and_si512(_mm512_xor_si512(mag, sm), _mm512_sub_epi32(_mm512_sllv_epi32(one, nb), one));
+    __m512i const ne = _mm512_and_si512(nb, lo32);
+    *p = _mm512_or_si512(_mm512_and_si512(low, lo32), _mm512_sllv_epi64(_mm512_srli_epi64(low, 32), ne));
+    *np = _mm512_add_epi64(ne, _mm512_srli_epi64(nb, 32));
+}
+#endif
+
+#if LMC_HAS_AVX512_DISPATCH
 /* 16-bit values, 16 at a time in one vector of 32-bit lanes: half16's
  * arithmetic on twice the lanes, with 32 registers (the AVX2 loop spills)
  * and masks. The raw bits reach the writer in groups of 4 values. */
@@ -255,7 +273,7 @@ LMC_TARGET_AVX512 static void analyse16_avx512(lmc_refctx_ws* ws, rawwriter* rwp
                                                const uint8_t* ref, size_t m, size_t* done)
 {
     __m512i const lo15 = _mm512_set1_epi32(0x7FFF), zero = _mm512_setzero_si512(), ff = _mm512_set1_epi32(0xFF);
-    __m512i const expo = _mm512_set1_epi32(126), one = _mm512_set1_epi32(1), lo32 = _mm512_set1_epi64(0xFFFFFFFF);
+    __m512i const expo = _mm512_set1_epi32(126), one = _mm512_set1_epi32(1);
     __m512i vmin = _mm512_set1_epi32(255), vmax = zero;
     uint16_t* const lc = ws->lcount;
     rawwriter rw = *rwp;
@@ -274,13 +292,9 @@ LMC_TARGET_AVX512 static void analyse16_avx512(lmc_refctx_ws* ws, rawwriter* rwp
         __m512i const ctx = _mm512_and_si512(_mm512_srli_epi32(r, 7), ff);
         vmin = _mm512_min_epu32(vmin, ctx);
         vmax = _mm512_max_epu32(vmax, ctx);
-        __m512i const key = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(ctx, 6), ctx), tok);
-        _mm256_storeu_si256((__m256i*)(void*)(ws->key + i), _mm512_cvtepi32_epi16(key));
-        __m512i const low = _mm512_and_si512(_mm512_xor_si512(mag, sm), _mm512_sub_epi32(_mm512_sllv_epi32(one, nb), one));
-        /* pairs in 64-bit lanes, then 4 values in lanes 0, 2, 4, 6 */
-        __m512i const ne = _mm512_and_si512(nb, lo32);
-        __m512i const p = _mm512_or_si512(_mm512_and_si512(low, lo32), _mm512_sllv_epi64(_mm512_srli_epi64(low, 32), ne));
-        __m512i const np = _mm512_add_epi64(ne, _mm512_srli_epi64(nb, 32));
+        __m512i p, np;
+        keys_and_pairs(ws, i, ctx, tok, mag, sm, nb, &p, &np);
+        /* pairs, then 4 values in lanes 0, 2, 4, 6 */
         uint64_t q[8], nq[8];
         _mm512_storeu_si512((void*)q, _mm512_or_si512(p, _mm512_sllv_epi64(_mm512_unpackhi_epi64(p, p), np)));
         _mm512_storeu_si512((void*)nq, _mm512_add_epi64(np, _mm512_unpackhi_epi64(np, np)));
@@ -309,7 +323,6 @@ LMC_TARGET_AVX512 static void analyse32_avx512(lmc_refctx_ws* ws, rawwriter* rwp
 {
     __m512i const lo31 = _mm512_set1_epi32(0x7FFFFFFF), zero = _mm512_setzero_si512(), ff = _mm512_set1_epi32(0xFF);
     __m512i const expo = _mm512_set1_epi32(126), one = _mm512_set1_epi32(1), k32 = _mm512_set1_epi32(32);
-    __m512i const lo32 = _mm512_set1_epi64(0xFFFFFFFF);
     __m512i vmin = _mm512_set1_epi32(255), vmax = zero;
     uint16_t* const lc = ws->lcount;
     rawwriter rw = *rwp;
@@ -331,13 +344,11 @@ LMC_TARGET_AVX512 static void analyse32_avx512(lmc_refctx_ws* ws, rawwriter* rwp
         __m512i const ctx = _mm512_and_si512(_mm512_srli_epi32(r, 23), ff);
         vmin = _mm512_min_epu32(vmin, ctx);
         vmax = _mm512_max_epu32(vmax, ctx);
-        __m512i const key = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(ctx, 6), ctx), tok);
-        _mm256_storeu_si256((__m256i*)(void*)(ws->key + i), _mm512_cvtepi32_epi16(key));
-        __m512i const low = _mm512_and_si512(_mm512_xor_si512(mag, sm), _mm512_sub_epi32(_mm512_sllv_epi32(one, nb), one));
-        __m512i const ne = _mm512_and_si512(nb, lo32);
+        __m512i pv, npv;
+        keys_and_pairs(ws, i, ctx, tok, mag, sm, nb, &pv, &npv);
         uint64_t p[8], np[8];
-        _mm512_storeu_si512((void*)p, _mm512_or_si512(_mm512_and_si512(low, lo32), _mm512_sllv_epi64(_mm512_srli_epi64(low, 32), ne)));
-        _mm512_storeu_si512((void*)np, _mm512_add_epi64(ne, _mm512_srli_epi64(nb, 32)));
+        _mm512_storeu_si512((void*)p, pv);
+        _mm512_storeu_si512((void*)np, npv);
         if (i) count_keys(lc, ws->key + i - 16, 16);   /* the step before's, as in analyse16_avx2 */
         for (int j = 0; j < 8; j++) raw_put_wide(&rw, p[j], (unsigned)np[j]);
     }
