@@ -21,7 +21,8 @@ unsigned lmc_cpu_features(void)
           | (__builtin_cpu_supports("bmi") ? (int)LMC_CPU_BMI1 : 0)
           /* libgcc checks XCR0 too: set only where the OS saves zmm state */
           | (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
-             && __builtin_cpu_supports("popcnt") ? (int)LMC_CPU_AVX512 : 0);
+             && __builtin_cpu_supports("popcnt") ? (int)LMC_CPU_AVX512 : 0)
+          | (__builtin_cpu_supports("avx512vbmi") ? (int)LMC_CPU_VBMI : 0);
         atomic_store_explicit(&cached, c, memory_order_relaxed);
     }
     return (unsigned)c & allowed;

@@ -666,7 +666,7 @@ LMC_TARGET_AVX512 static void build_went(lmc_refctx_dws* ws, unsigned G, unsigne
                                            10 << 7, 11 << 7, 12 << 7, 13 << 7, 14 << 7, 15 << 7);
     __m512i const sixteen = _mm512_set1_epi32(16 << 7);
     for (unsigned g = 0; g < G; g++) {
-        uint32_t* const e = ws->went[g];
+        uint32_t* const e = ws->went + g * LMC_ANS_M;
         for (unsigned sym = 0; sym < alpha; sym++) {
             uint32_t const f = ws->grp[g].fc[sym][0], cum = ws->grp[g].fc[sym][1];
             if (!f) continue;
@@ -835,27 +835,20 @@ LMC_TARGET_AVX512 static size_t apply32_avx512(lmc_refctx_dws* ws, uint8_t* dst,
 }
 
 /* One round of a wide block with AVX-512: tokens i..i+31, states 0-15 in
- * *xa and 16-31 in *xb. A lane's update is the scalar one (the same
- * arithmetic modulo 2^32, the same unsigned compare), and the lanes that
- * renormalise take the next words in lane order, which is token order: the
- * word stream is the one the scalar decoder reads. Reads 32 words at most. */
-LMC_TARGET_AVX512 LMC_FORCE_INLINE void wide_round(const lmc_refctx_dws* ws, size_t i, const uint8_t* ref, unsigned bits,
-                                                   __m512i* xa, __m512i* xb, const uint8_t* wbase, size_t* wi)
+ * *xa and 16-31 in *xb, whose groups' offsets in went (g << 12) are ga and
+ * gb. A lane's update is the scalar one (the same arithmetic modulo 2^32,
+ * the same unsigned compare), and the lanes that renormalise take the next
+ * words in lane order, which is token order: the word stream is the one the
+ * scalar decoder reads. Reads 32 words at most. */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE void wide_round(lmc_refctx_dws* ws, size_t i, __m512i ga, __m512i gb, __m512i* xa,
+                                                   __m512i* xb, const uint8_t* wbase, size_t* wi)
 {
     __m512i const slot = _mm512_set1_epi32(LMC_ANS_M - 1), L = _mm512_set1_epi32(LMC_ANS_L);
     __m512i const m12 = _mm512_set1_epi32(0xFFF), m7 = _mm512_set1_epi32(0x7F);
     const int* const went = (const int*)(const void*)ws->went;
-    __m512i ca, cb;
-    if (bits == 16) {
-        ca = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i))), 7);
-        cb = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i + 32))), 7);
-    } else {
-        ca = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i)), 23);
-        cb = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i + 64)), 23);
-    }
-    __m512i const ga = _mm512_i32gather_epi32(ca, ws->woff, 4), gb = _mm512_i32gather_epi32(cb, ws->woff, 4);
-    __m512i const ea = _mm512_i32gather_epi32(_mm512_add_epi32(ga, _mm512_and_si512(*xa, slot)), went, 4);
-    __m512i const eb = _mm512_i32gather_epi32(_mm512_add_epi32(gb, _mm512_and_si512(*xb, slot)), went, 4);
+    /* ga | (x & slot): the offsets' low 12 bits are zero */
+    __m512i const ea = _mm512_i32gather_epi32(_mm512_ternarylogic_epi32(ga, *xa, slot, 0xF8), went, 4);
+    __m512i const eb = _mm512_i32gather_epi32(_mm512_ternarylogic_epi32(gb, *xb, slot, 0xF8), went, 4);
     __m512i ya = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_srli_epi32(ea, 19), _mm512_srli_epi32(*xa, LMC_ANS_PROB_BITS)),
                                   _mm512_and_si512(_mm512_srli_epi32(ea, 7), m12));
     __m512i yb = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_srli_epi32(eb, 19), _mm512_srli_epi32(*xb, LMC_ANS_PROB_BITS)),
@@ -873,9 +866,10 @@ LMC_TARGET_AVX512 LMC_FORCE_INLINE void wide_round(const lmc_refctx_dws* ws, siz
     *xa = ya; *xb = yb;
 }
 
-/* Pass 1 of a wide block with AVX-512. Pass 2 follows apart: for bf16, a
- * loop that interleaves the two (as decode16_avx2 does for 4 states)
- * measured no faster, the token loop being vector work too. */
+/* Pass 1 of a wide block with AVX-512, the groups' offsets gathered from
+ * woff. Pass 2 follows apart: for bf16, a loop that interleaves the two (as
+ * decode16_avx2 does for 4 states) measured no faster, the token loop being
+ * vector work too. */
 LMC_TARGET_AVX512 static size_t decode_tokens_avx512(lmc_refctx_dws* ws, size_t m, const uint8_t* ref, uint32_t* x,
                                                      const uint8_t** wpp, const uint8_t* wend, unsigned bits)
 {
@@ -884,12 +878,74 @@ LMC_TARGET_AVX512 static size_t decode_tokens_avx512(lmc_refctx_dws* ws, size_t 
     size_t i = 0, wi = 0;
     __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
     if (nw >= 32)
-        for (; i + 32 <= m && wi <= nw - 32; i += 32) wide_round(ws, i, ref, bits, &xa, &xb, wbase, &wi);
+        for (; i + 32 <= m && wi <= nw - 32; i += 32) {
+            __m512i ca, cb;
+            if (bits == 16) {
+                ca = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i))), 7);
+                cb = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i + 32))), 7);
+            } else {
+                ca = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i)), 23);
+                cb = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i + 64)), 23);
+            }
+            wide_round(ws, i, _mm512_i32gather_epi32(ca, ws->woff, 4), _mm512_i32gather_epi32(cb, ws->woff, 4), &xa, &xb,
+                       wbase, &wi);
+        }
     _mm512_storeu_si512((void*)x, xa);
     _mm512_storeu_si512((void*)(x + 16), xb);
     *wpp = wbase + 2 * wi;
     return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
 }
+
+#  if defined(LMC_TARGET_AVX512VBMI)
+#    define LMC_REFCTX_VBMI 1
+/* The groups of 64 contexts (each the low byte of a lane; other bytes are
+ * looked up too, and shifted out by the caller) from gmap, held in t0-t3:
+ * the index's bits 0-6 pick one of 128 entries of a pair of registers,
+ * bit 7 the pair. */
+LMC_TARGET_AVX512VBMI LMC_FORCE_INLINE __m512i group_bytes(__m512i e, __m512i t0, __m512i t1, __m512i t2, __m512i t3)
+{
+    return _mm512_mask_blend_epi8(_mm512_movepi8_mask(e), _mm512_permutex2var_epi8(t0, e, t1),
+                                  _mm512_permutex2var_epi8(t2, e, t3));
+}
+
+/* Pass 1 of a wide block with AVX-512 VBMI: as decode_tokens_avx512, the
+ * groups' offsets from byte permutes instead of a gather. On a Zen 4 core
+ * the gathers were most of this loop's time. */
+LMC_TARGET_AVX512VBMI static size_t decode_tokens_vbmi(lmc_refctx_dws* ws, size_t m, const uint8_t* ref, uint32_t* x,
+                                                       const uint8_t** wpp, const uint8_t* wend, unsigned bits)
+{
+    const uint8_t* const wbase = *wpp;
+    size_t const nw = (size_t)(wend - wbase) / 2;
+    size_t i = 0, wi = 0;
+    __m512i const t0 = _mm512_loadu_si512((const void*)ws->gmap), t1 = _mm512_loadu_si512((const void*)(ws->gmap + 64));
+    __m512i const t2 = _mm512_loadu_si512((const void*)(ws->gmap + 128)), t3 = _mm512_loadu_si512((const void*)(ws->gmap + 192));
+    __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
+    if (nw >= 32)
+        for (; i + 32 <= m && wi <= nw - 32; i += 32) {
+            __m512i ga, gb;
+            if (bits == 16) {
+                /* 32 values: the exponent in each word's low byte; g << 12
+                 * in 16 bits drops the high byte's lookup (g < 16) */
+                __m512i const e = _mm512_srli_epi16(_mm512_loadu_si512((const void*)(ref + 2 * i)), 7);
+                __m512i const g = _mm512_slli_epi16(group_bytes(e, t0, t1, t2, t3), 12);
+                ga = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(g));
+                gb = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(g, 1));
+            } else {
+                __m512i const ea = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i)), 23);
+                __m512i const eb = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i + 64)), 23);
+                ga = _mm512_srli_epi32(_mm512_slli_epi32(group_bytes(ea, t0, t1, t2, t3), 24), 12);
+                gb = _mm512_srli_epi32(_mm512_slli_epi32(group_bytes(eb, t0, t1, t2, t3), 24), 12);
+            }
+            wide_round(ws, i, ga, gb, &xa, &xb, wbase, &wi);
+        }
+    _mm512_storeu_si512((void*)x, xa);
+    _mm512_storeu_si512((void*)(x + 16), xb);
+    *wpp = wbase + 2 * wi;
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
+}
+#  else
+#    define LMC_REFCTX_VBMI 0
+#  endif
 
 #else
 #  define LMC_REFCTX_AVX512 0
@@ -1019,9 +1075,18 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
 #if LMC_REFCTX_AVX512
         if (lmc_cpu_has_avx512()) {
             build_went(ws, G, alpha);
-            for (unsigned c = 0; c < 2 * LMC_REFCTX_CONTEXTS; c++)
-                ws->woff[c] = (int32_t)(((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp) * LMC_REFCTX_WENT);
-            r = decode_tokens_avx512(ws, m, ref, x, &wp, wend, 8 * w);
+#if LMC_REFCTX_VBMI
+            if (lmc_cpu_has_avx512vbmi()) {
+                for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++)
+                    ws->gmap[c] = (uint8_t)((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp);
+                r = decode_tokens_vbmi(ws, m, ref, x, &wp, wend, 8 * w);
+            } else
+#endif
+            {
+                for (unsigned c = 0; c < 2 * LMC_REFCTX_CONTEXTS; c++)
+                    ws->woff[c] = (int32_t)(((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp) * LMC_ANS_M);
+                r = decode_tokens_avx512(ws, m, ref, x, &wp, wend, 8 * w);
+            }
             if (!lmc_is_error(r)) r = w == 2 ? apply16_avx512(ws, dst, m, ref, &rb) : apply32_avx512(ws, dst, m, ref, &rb);
         } else
 #endif

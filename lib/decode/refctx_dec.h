@@ -30,14 +30,16 @@ typedef struct {
 
 /* Wide blocks (32 states) decoded with AVX-512: one 4-byte entry per slot,
  * frequency << 19 | (slot - cumulative frequency) << 7 | token, so that one
- * gather gives all a state update needs. 16 spare entries: the table is
+ * gather gives all a state update needs; group g's slots from g * M on, so
+ * that a slot's index is g << 12 | slot. 16 spare entries: the table is
  * filled 16 at a time. */
-#define LMC_REFCTX_WENT (LMC_ANS_M + 16)
+#define LMC_REFCTX_WENT (LMC_REFCTX_MAX_GROUPS * LMC_ANS_M + 16)
 
 typedef struct {
     lmc_refctx_dgroup grp[LMC_REFCTX_MAX_GROUPS];
-    uint32_t went[LMC_REFCTX_MAX_GROUPS][LMC_REFCTX_WENT];
+    uint32_t went[LMC_REFCTX_WENT];
     int32_t  woff[2 * LMC_REFCTX_CONTEXTS];      /* r >> (W - 9) -> its group's offset in went */
+    uint8_t  gmap[LMC_REFCTX_CONTEXTS];          /* the context (exponent) -> its group, for byte permutes */
     /* r >> (W - 9) -> its group's table: the context plus the sign bit,
      * so no mask, and a pointer, so no add before the slot load */
     const uint8_t* gtab[2 * LMC_REFCTX_CONTEXTS];
