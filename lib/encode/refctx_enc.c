@@ -572,7 +572,6 @@ static void key_tables(lmc_refctx_ws* ws)
     unsigned const alpha = ws->alpha;
     uint64_t rc[LMC_REFCTX_ALPHA_MAX];
     uint32_t xm[LMC_REFCTX_ALPHA_MAX], bi[LMC_REFCTX_ALPHA_MAX], cm[LMC_REFCTX_ALPHA_MAX], fc[LMC_REFCTX_ALPHA_MAX];
-    double rd[LMC_REFCTX_ALPHA_MAX];
     int const lanes = ws->states == LMC_REFCTX_STATES_WIDE;
     unsigned c = 0;
     for (unsigned g = 0; g < ws->ngroups; g++) {
@@ -580,10 +579,9 @@ static void key_tables(lmc_refctx_ws* ws)
         uint32_t cum = 0;
         for (unsigned s = 0; s < alpha; s++) {
             uint32_t const fs = f[s];
-            rc[s] = 0; xm[s] = 0; bi[s] = 0; cm[s] = 0; fc[s] = 0; rd[s] = 0;
+            rc[s] = 0; xm[s] = 0; bi[s] = 0; cm[s] = 0; fc[s] = 0;
             if (!fs) continue;
             fc[s] = fs | cum << 13;
-            rd[s] = 1.0 / fs;
             xm[s] = ((LMC_ANS_L >> LMC_ANS_PROB_BITS) << 16) * fs - 1;
             cm[s] = LMC_ANS_M - fs;
             if (fs < 2) {
@@ -605,10 +603,7 @@ static void key_tables(lmc_refctx_ws* ws)
             memcpy(ws->exm + row, xm, alpha * sizeof(xm[0]));
             memcpy(ws->ebias + row, bi, alpha * sizeof(bi[0]));
             memcpy(ws->ecmpl + row, cm, alpha * sizeof(cm[0]));
-            if (lanes) {
-                memcpy(ws->efc + row, fc, alpha * sizeof(fc[0]));
-                memcpy(ws->erd + row, rd, alpha * sizeof(rd[0]));
-            }
+            if (lanes) memcpy(ws->efc + row, fc, alpha * sizeof(fc[0]));
         }
     }
 }
@@ -687,11 +682,49 @@ LMC_FORCE_INLINE size_t rc_rounds32(const lmc_refctx_ws* ws, size_t i, uint32_t*
 }
 
 #if LMC_HAS_AVX512_DISPATCH
+/* 1/f for 8 frequencies (1..4096): the 14-bit estimate and two Newton
+ * steps, within 2^-52 of 1/f relative (checked for every f; the estimate's
+ * exact bits may differ between CPUs, the bound does not). Computing it
+ * beats gathering it from a table where gathers are slow (Zen 4). */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE __m512d recip(__m256i f32)
+{
+    __m512d const f = _mm512_cvtepu32_pd(f32), two = _mm512_set1_pd(2.0);
+    __m512d r = _mm512_rcp14_pd(f);
+    r = _mm512_mul_pd(r, _mm512_fnmadd_pd(f, r, two));
+    return _mm512_mul_pd(r, _mm512_fnmadd_pd(f, r, two));
+}
+
+/* The frequencies f in 1..4096 whose computed 1/f is further than 2^-52
+ * relative from 1/f (test_refctx expects none), or -1 without AVX-512. */
+LMC_TARGET_AVX512 static int recip_misses_avx512(void)
+{
+    int bad = 0;
+    for (uint32_t f0 = 1; f0 <= LMC_ANS_M; f0 += 8) {
+        double r[8];
+        _mm512_storeu_pd(r, recip(_mm256_add_epi32(_mm256_set1_epi32((int)f0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
+        for (uint32_t k = 0; k < 8 && f0 + k <= LMC_ANS_M; k++) {
+            double const e = r[k] * (double)(f0 + k) - 1.0;
+            bad += e > 0x1p-52 || e < -0x1p-52;
+        }
+    }
+    return bad;
+}
+#endif
+
+int lmc_refctx_recip_misses(void)
+{
+#if LMC_HAS_AVX512_DISPATCH
+    if (lmc_cpu_has_avx512()) return recip_misses_avx512();
+#endif
+    return -1;
+}
+
+#if LMC_HAS_AVX512_DISPATCH
 /* 16 tokens of the keys k into the states *xs, one per lane, as RC_PUT does
  * each: the word out first where x >= f << 19 (the lanes' words, in lane
  * order, end at word nk: written as 16 words whose unused low ones later
  * words overwrite), then x = x + cum + q (M - f) with q = x div f. q comes
- * from doubles: x < 2^31 and 1/f are exact to 2^-52 relative, so x/f + 2^-16
+ * from doubles: x < 2^31 is exact and 1/f (recip) within 2^-52 relative, so x/f + 2^-16
  * lies within (q, q + 1) whether or not f divides x (a remainder is at
  * least 1/f >= 2^-12 from the next integer). */
 LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes(const lmc_refctx_ws* ws, __m512i k, __m512i* xs, uint8_t* wp, size_t nk)
@@ -706,10 +739,9 @@ LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes(const lmc_refctx_ws* ws, __m5
     _mm256_storeu_si256((__m256i*)(void*)(wp + 2 * (ptrdiff_t)(nk - 15)), _mm512_cvtepi32_epi16(w));
     nk -= n;
     x = _mm512_mask_srli_epi32(x, out, x, 16);
-    __m256i const k0 = _mm512_castsi512_si256(k), k1 = _mm512_extracti64x4_epi64(k, 1);
     __m512d const nudge = _mm512_set1_pd(1.0 / 65536);
-    __m512d const d0 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_castsi512_si256(x)), _mm512_i32gather_pd(k0, ws->erd, 8)), nudge);
-    __m512d const d1 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(x, 1)), _mm512_i32gather_pd(k1, ws->erd, 8)), nudge);
+    __m512d const d0 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_castsi512_si256(x)), recip(_mm512_castsi512_si256(f))), nudge);
+    __m512d const d1 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(x, 1)), recip(_mm512_extracti64x4_epi64(f, 1))), nudge);
     __m512i const q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvttpd_epu32(d0)), _mm512_cvttpd_epu32(d1), 1);
     x = _mm512_add_epi32(_mm512_add_epi32(x, cum), _mm512_mullo_epi32(q, _mm512_sub_epi32(_mm512_set1_epi32(LMC_ANS_M), f)));
     *xs = x;

@@ -40,10 +40,8 @@ typedef struct {
     uint64_t erc[LMC_REFCTX_KEYS];
     uint32_t exm[LMC_REFCTX_KEYS], ebias[LMC_REFCTX_KEYS], ecmpl[LMC_REFCTX_KEYS];
     /* the same for the AVX-512 coder of 32 states: frequency | cumulative
-     * frequency << 13, and 1 / frequency (a double: x / f is then exact
-     * after a small nudge, see rc_lanes) */
+     * frequency << 13 (it computes 1 / frequency, see rc_lanes) */
     uint32_t efc[LMC_REFCTX_KEYS];
-    double   erd[LMC_REFCTX_KEYS];
     uint32_t gcount[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];  /* merge scratch */
     uint8_t  words[2 * LMC_VBLOCK_MAX + 64];     /* renormalisation words, written backwards */
 } lmc_refctx_ws;
@@ -63,5 +61,10 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
 /* Writes the prepared block (kind, size, data) to dst; returns its size, or 0
  * if it exceeds cap. dst needs 8 bytes of slack past cap. */
 size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap);
+
+/* Internal check for test_refctx: how many frequencies the AVX-512 coder's
+ * computed reciprocal misses by more than 2^-52 (-1: that coder is not in
+ * this build or on this CPU). */
+int lmc_refctx_recip_misses(void);
 
 #endif
