@@ -167,6 +167,29 @@ static void test_roundtrip(void** state)
             }
 }
 
+/* Contexts joined from the start (float16: one group per exponent at
+ * most): contexts present in the block that agree but for their low
+ * ctx_join bits share a group, the block still
+ * decodes in every CPU mode, and it is not much larger than with the
+ * contexts free. */
+static void test_ctx_join(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    for (int kind = K_SMALL; kind <= K_RANDOM; kind++) {
+        fill(s, LMC_VBLOCK_MAX, 2, kind, 77 + (size_t)kind);
+        size_t const free_sz = roundtrip(s, LMC_VBLOCK_MAX, 2);
+        s->enc->ctx_join = 3;
+        size_t const joined = roundtrip(s, LMC_VBLOCK_MAX, 2);
+        (void)lmc_refctx_prepare(s->enc, s->cur, s->ref, LMC_VBLOCK_MAX, 2);
+        s->enc->ctx_join = 0;
+        for (unsigned k = 1; k < s->enc->npresent; k++) {
+            unsigned const a = s->enc->present[k - 1], b = s->enc->present[k];
+            if (a >> 3 == b >> 3) assert_int_equal(s->enc->map[a], s->enc->map[b]);
+        }
+        assert_true(joined < free_sz + free_sz / 20 + 256);
+    }
+}
+
 /* Every 16-bit pair (c, r) on a grid of patterns that covers both signs,
  * zeros, the largest magnitudes, infinities and NaNs. */
 static void test_all_sign_pairs(void** state)
@@ -465,6 +488,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_all_sign_pairs),
+        cmocka_unit_test(test_ctx_join),
         cmocka_unit_test(test_handmade),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_raw_length),

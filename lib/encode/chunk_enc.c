@@ -275,6 +275,10 @@ static uint8_t* encode_piece(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, c
      * compression time */
     if (rfull) coders &= ~(1u << LMC_CODER_ANS1);
     if (refmodel) {
+        /* float16's contexts are its 5 exponent bits and 3 mantissa bits:
+         * within a binade the unit in the last place is the same, so they
+         * start as one group per exponent */
+        ws->rc.ctx_join = pc->dtype == LMC_DTYPE_F16 ? 3 : 0;
         p = encode_refmodel(ws, p, src, r, n, w, rot, coders, st);
     } else {
         lmc_group(ws->streams, src, r, n, w, rot);

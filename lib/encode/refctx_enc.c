@@ -486,11 +486,18 @@ static void collect_counts(lmc_refctx_ws* ws, ctxrange cr)
 static void build_groups(lmc_refctx_ws* ws)
 {
     unsigned const alpha = ws->alpha;
-    unsigned G = ws->npresent;
+    unsigned G = 0;
     uint8_t first[LMC_REFCTX_CONTEXTS];
-    for (unsigned g = 0; g < G; g++) {
-        first[g] = ws->present[g];
-        memcpy(ws->gcount[g], ws->count[ws->present[g]], alpha * sizeof(uint32_t));
+    unsigned const sh = ws->ctx_join;
+    for (unsigned k = 0; k < ws->npresent; k++) {
+        unsigned const c = ws->present[k];
+        if (G && (c >> sh) == ((unsigned)first[G - 1] >> sh)) {
+            for (unsigned s = 0; s < alpha; s++) ws->gcount[G - 1][s] += ws->count[c][s];
+            continue;
+        }
+        first[G] = (uint8_t)c;
+        memcpy(ws->gcount[G], ws->count[c], alpha * sizeof(uint32_t));
+        G++;
     }
     G = lmc_freq_merge(&ws->gcount[0][0], LMC_REFCTX_ALPHA_MAX, first, G, alpha, LMC_REFCTX_MAX_GROUPS);
     /* contexts absent from the block never occur: they join whichever group */
