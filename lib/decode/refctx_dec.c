@@ -775,64 +775,131 @@ LMC_TARGET_AVX512 static size_t apply16_avx512(lmc_refctx_dws* ws, uint8_t* dst,
 
 /* 32-bit values, pass 2 with AVX-512, 16 values a step: each value's bit
  * offset from a prefix sum of the raw-bit counts across the lanes, its bits
- * from a 64-bit gather at that byte (at most 7 + 31 bits), its base from
- * its token (2^(k-1), or 1 - 2^k when negative), then apply32_step's
+ * from the 8 bytes at that byte (at most 7 + 31 bits), its base from its
+ * token (2^(k-1), or 1 - 2^k when negative), then apply32_step's
  * arithmetic. A step with a token of k = 32 goes apply32_step's way. From
- * value 0 at bit 0; apply32_avx2 finishes the block. */
+ * value 0 at bit 0; apply32_avx2 finishes the block. The 8 bytes come from
+ * a 64-bit gather, or with VBMI from byte permutes of a 128-byte window
+ * (the 16 values' bits span at most 7 + 15 * 31 + 31 bits): Zen 4's
+ * gathers are slow. */
+typedef struct {
+    __m512i tk, k, nb, p, at, sh;   /* token, bit length, raw-bit count, prefix sums, byte, shift */
+} apply32_lanes;
+
+/* The 16 values' tokens and raw-bit positions; 0 when a token has k = 32
+ * (the caller then takes apply32_step's way). */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE int apply32_positions(const lmc_refctx_dws* ws, size_t j, uint64_t off, apply32_lanes* l)
+{
+    __m512i const zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
+    l->tk = _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(ws->tok + j))),
+                             _mm512_set1_epi32(0x7F));
+    if (LMC_UNLIKELY(_mm512_cmpge_epu32_mask(l->tk, _mm512_set1_epi32(63)))) return 0;
+    l->k = _mm512_srli_epi32(_mm512_add_epi32(l->tk, one), 1);
+    l->nb = _mm512_max_epi32(_mm512_sub_epi32(l->k, one), zero);
+    __m512i p = _mm512_add_epi32(l->nb, _mm512_alignr_epi32(l->nb, zero, 15));
+    p = _mm512_add_epi32(p, _mm512_alignr_epi32(p, zero, 14));
+    p = _mm512_add_epi32(p, _mm512_alignr_epi32(p, zero, 12));
+    l->p = _mm512_add_epi32(p, _mm512_alignr_epi32(p, zero, 8));
+    /* positions relative to byte off >> 3 */
+    __m512i const pos = _mm512_add_epi32(_mm512_sub_epi32(l->p, l->nb), _mm512_set1_epi32((int)(uint32_t)(off & 7)));
+    l->at = _mm512_srli_epi32(pos, 3);
+    l->sh = _mm512_and_si512(pos, _mm512_set1_epi32(7));
+    return 1;
+}
+
+/* Values from the 16 lanes' 8-byte words w[0] (values 0-7) and w[1]
+ * (8-15); returns the bits consumed. */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE uint32_t apply32_values(size_t j, uint8_t* dst, const uint8_t* ref, const apply32_lanes* l,
+                                                           const __m512i w[2], __m512i* bad)
+{
+    __m512i const one = _mm512_set1_epi32(1), one64 = _mm512_set1_epi64(1);
+    __m512i const lo31 = _mm512_set1_epi32(0x7FFFFFFF), sbit = _mm512_set1_epi32((int)0x80000000u);
+    __m512i low[2];
+    for (int h = 0; h < 2; h++) {
+        __m256i const sh8 = h ? _mm512_extracti64x4_epi64(l->sh, 1) : _mm512_castsi512_si256(l->sh);
+        __m256i const nb8 = h ? _mm512_extracti64x4_epi64(l->nb, 1) : _mm512_castsi512_si256(l->nb);
+        __m512i const msk = _mm512_sub_epi64(_mm512_sllv_epi64(one64, _mm512_cvtepu32_epi64(nb8)), one64);
+        low[h] = _mm512_and_si512(_mm512_srlv_epi64(w[h], _mm512_cvtepu32_epi64(sh8)), msk);
+    }
+    __m512i const e = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(low[0])), _mm512_cvtepi64_epi32(low[1]), 1);
+    __mmask16 const pos_tok = _mm512_test_epi32_mask(l->tk, one);
+    __m512i const b = _mm512_mask_blend_epi32(pos_tok, _mm512_sub_epi32(one, _mm512_sllv_epi32(one, l->k)),
+                                              _mm512_sllv_epi32(one, _mm512_sub_epi32(l->k, one)));
+    __m512i const t = _mm512_add_epi32(b, e);
+    __m512i const r = _mm512_loadu_si512((const void*)(ref + 4 * j));
+    __m512i const v = _mm512_add_epi32(_mm512_and_si512(r, lo31), t);
+    *bad = _mm512_or_si512(*bad, _mm512_andnot_si512(t, v));
+    __m512i const sg = _mm512_srai_epi32(v, 31);
+    __m512i const a = _mm512_xor_si512(v, sg);
+    _mm512_storeu_si512((void*)(dst + 4 * j), _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), sbit), a));
+    return (uint32_t)_mm_extract_epi32(_mm512_extracti32x4_epi32(l->p, 3), 3);
+}
+
 LMC_TARGET_AVX512 static size_t apply32_avx512(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb)
 {
     const uint8_t* const raw = rb->p;
     size_t const raw_size = (size_t)(rb->lim - rb->p);
-    __m512i const zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1), one64 = _mm512_set1_epi64(1);
-    __m512i const lo31 = _mm512_set1_epi32(0x7FFFFFFF), sbit = _mm512_set1_epi32((int)0x80000000u);
-    __m512i bad = zero;
+    __m512i bad = _mm512_setzero_si512();
     __m256i bad2 = _mm256_setzero_si256();
     uint64_t badw = 0;
     uint64_t off = 0;
     size_t j = 0;
     /* the last value's 8-byte read ends at most 15 * 31 / 8 + 1 + 8 bytes on */
     for (; j + 16 <= m && (off >> 3) + 68 <= raw_size; j += 16) {
-        __m512i const tk = _mm512_and_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(ws->tok + j))),
-                                            _mm512_set1_epi32(0x7F));
-        if (LMC_UNLIKELY(_mm512_cmpge_epu32_mask(tk, _mm512_set1_epi32(63)))) {
+        apply32_lanes l;
+        if (!apply32_positions(ws, j, off, &l)) {
             apply32_step(ws, j, dst + 4 * j, ref + 4 * j, raw, &off, &bad2, &badw);
             apply32_step(ws, j + 8, dst + 4 * (j + 8), ref + 4 * (j + 8), raw, &off, &bad2, &badw);
             continue;
         }
-        __m512i const k = _mm512_srli_epi32(_mm512_add_epi32(tk, one), 1);
-        __m512i const nb = _mm512_max_epi32(_mm512_sub_epi32(k, one), zero);
-        __m512i p = _mm512_add_epi32(nb, _mm512_alignr_epi32(nb, zero, 15));
-        p = _mm512_add_epi32(p, _mm512_alignr_epi32(p, zero, 14));
-        p = _mm512_add_epi32(p, _mm512_alignr_epi32(p, zero, 12));
-        p = _mm512_add_epi32(p, _mm512_alignr_epi32(p, zero, 8));
-        __m512i const pos = _mm512_add_epi32(_mm512_sub_epi32(p, nb), _mm512_set1_epi32((int)(uint32_t)off));
-        __m512i const at = _mm512_srli_epi32(pos, 3);
-        __m512i const sh = _mm512_and_si512(pos, _mm512_set1_epi32(7));
-        __m512i low[2];
-        for (int h = 0; h < 2; h++) {
-            __m256i const ah = h ? _mm512_extracti64x4_epi64(at, 1) : _mm512_castsi512_si256(at);
-            __m256i const sh8 = h ? _mm512_extracti64x4_epi64(sh, 1) : _mm512_castsi512_si256(sh);
-            __m256i const nb8 = h ? _mm512_extracti64x4_epi64(nb, 1) : _mm512_castsi512_si256(nb);
-            __m512i const wv = _mm512_i32gather_epi64(ah, (const void*)raw, 1);
-            __m512i const msk = _mm512_sub_epi64(_mm512_sllv_epi64(one64, _mm512_cvtepu32_epi64(nb8)), one64);
-            low[h] = _mm512_and_si512(_mm512_srlv_epi64(wv, _mm512_cvtepu32_epi64(sh8)), msk);
-        }
-        __m512i const e = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(low[0])), _mm512_cvtepi64_epi32(low[1]), 1);
-        __mmask16 const pos_tok = _mm512_test_epi32_mask(tk, one);
-        __m512i const b = _mm512_mask_blend_epi32(pos_tok, _mm512_sub_epi32(one, _mm512_sllv_epi32(one, k)),
-                                                  _mm512_sllv_epi32(one, _mm512_sub_epi32(k, one)));
-        __m512i const t = _mm512_add_epi32(b, e);
-        __m512i const r = _mm512_loadu_si512((const void*)(ref + 4 * j));
-        __m512i const v = _mm512_add_epi32(_mm512_and_si512(r, lo31), t);
-        bad = _mm512_or_si512(bad, _mm512_andnot_si512(t, v));
-        __m512i const sg = _mm512_srai_epi32(v, 31);
-        __m512i const a = _mm512_xor_si512(v, sg);
-        _mm512_storeu_si512((void*)(dst + 4 * j), _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), sbit), a));
-        off += (uint32_t)_mm_extract_epi32(_mm512_extracti32x4_epi32(p, 3), 3);
+        const uint8_t* const base = raw + (off >> 3);
+        __m512i const w[2] = { _mm512_i32gather_epi64(_mm512_castsi512_si256(l.at), (const void*)base, 1),
+                               _mm512_i32gather_epi64(_mm512_extracti64x4_epi64(l.at, 1), (const void*)base, 1) };
+        off += apply32_values(j, dst, ref, &l, w, &bad);
     }
-    LMC_RETURN_IF(_mm512_test_epi32_mask(bad, sbit), CORRUPT);   /* bit 31 of a lane */
+    LMC_RETURN_IF(_mm512_test_epi32_mask(bad, _mm512_set1_epi32((int)0x80000000u)), CORRUPT);   /* bit 31 of a lane */
     return apply32_avx2(ws, dst, j, m, ref, rb, off, bad2, badw);
 }
+
+#  if defined(LMC_TARGET_AVX512VBMI)
+/* apply32_avx512 with the words from a 128-byte window by byte permutes:
+ * each 64-bit lane's byte index (at most 59) copied to its 8 bytes, plus
+ * 0..7. */
+LMC_TARGET_AVX512VBMI static size_t apply32_vbmi(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb)
+{
+    const uint8_t* const raw = rb->p;
+    size_t const raw_size = (size_t)(rb->lim - rb->p);
+    __m512i const spread = _mm512_set_epi8(56, 56, 56, 56, 56, 56, 56, 56, 48, 48, 48, 48, 48, 48, 48, 48,
+                                           40, 40, 40, 40, 40, 40, 40, 40, 32, 32, 32, 32, 32, 32, 32, 32,
+                                           24, 24, 24, 24, 24, 24, 24, 24, 16, 16, 16, 16, 16, 16, 16, 16,
+                                           8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i const step = _mm512_set1_epi64(0x0706050403020100);
+    __m512i bad = _mm512_setzero_si512();
+    __m256i bad2 = _mm256_setzero_si256();
+    uint64_t badw = 0;
+    uint64_t off = 0;
+    size_t j = 0;
+    for (; j + 16 <= m && (off >> 3) + 128 <= raw_size; j += 16) {
+        apply32_lanes l;
+        if (!apply32_positions(ws, j, off, &l)) {
+            apply32_step(ws, j, dst + 4 * j, ref + 4 * j, raw, &off, &bad2, &badw);
+            apply32_step(ws, j + 8, dst + 4 * (j + 8), ref + 4 * (j + 8), raw, &off, &bad2, &badw);
+            continue;
+        }
+        const uint8_t* const base = raw + (off >> 3);
+        __m512i const lo = _mm512_loadu_si512((const void*)base), hi = _mm512_loadu_si512((const void*)(base + 64));
+        __m512i w[2];
+        for (int h = 0; h < 2; h++) {
+            __m512i const at = _mm512_cvtepu32_epi64(h ? _mm512_extracti64x4_epi64(l.at, 1) : _mm512_castsi512_si256(l.at));
+            __m512i const idx = _mm512_add_epi8(_mm512_permutexvar_epi8(spread, at), step);
+            w[h] = _mm512_permutex2var_epi8(lo, idx, hi);
+        }
+        off += apply32_values(j, dst, ref, &l, w, &bad);
+    }
+    LMC_RETURN_IF(_mm512_test_epi32_mask(bad, _mm512_set1_epi32((int)0x80000000u)), CORRUPT);   /* bit 31 of a lane */
+    return apply32_avx2(ws, dst, j, m, ref, rb, off, bad2, badw);
+}
+#  endif
 
 /* One round of a wide block with AVX-512: tokens i..i+31, states 0-15 in
  * *xa and 16-31 in *xb, whose groups' offsets in went (g << 12) are ga and
@@ -1087,7 +1154,13 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
                     ws->woff[c] = (int32_t)(((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp) * LMC_ANS_M);
                 r = decode_tokens_avx512(ws, m, ref, x, &wp, wend, 8 * w);
             }
-            if (!lmc_is_error(r)) r = w == 2 ? apply16_avx512(ws, dst, m, ref, &rb) : apply32_avx512(ws, dst, m, ref, &rb);
+            if (!lmc_is_error(r)) {
+                if (w == 2) r = apply16_avx512(ws, dst, m, ref, &rb);
+#if LMC_REFCTX_VBMI
+                else if (lmc_cpu_has_avx512vbmi()) r = apply32_vbmi(ws, dst, m, ref, &rb);
+#endif
+                else r = apply32_avx512(ws, dst, m, ref, &rb);
+            }
         } else
 #endif
 #if LMC_REFCTX_AVX2
