@@ -84,14 +84,7 @@ static struct {
     int fd;               /* the reference, read by the thread, closed by it */
     int err;              /* 0, an errno, or -1: the file shrank */
     uint64_t hash;
-    /* While `trail` is set the thread hashes the mapping no further than
-     * `allowed` (the coder's progress) and reports how far it got in
-     * `hashed`; ref_hash_join() clears it. Under mu. */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int trail;
-    uint64_t allowed, hashed;
-} g_rh = { .fd = -1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+} g_rh = { .fd = -1 };
 /* Decompression of the current file trusts the frame's reference hash
  * (g_defer_expect) until the thread's hash is compared with it. */
 static int g_defer_active = 0;
@@ -450,13 +443,7 @@ static void progress_clear(progress_t* p)
 /*-************************************************************
  * Reference and contexts
  **************************************************************/
-/* The reference's hash, from g_rh.fd, which it closes. While coding goes
- * on it trails the coder through the mapping: those pages are the ones the
- * coder has just faulted in, so hashing them costs no copy and no second
- * read of the file (reading ahead with pread() copied every byte once more,
- * and a reference larger than the page cache was read from disk twice).
- * Whatever is left when the hash is needed, or the coder is done, comes by
- * pread() through a small buffer, which beats faulting untouched pages. */
+/* The reference's hash, from g_rh.fd, which it closes. */
 static void* ref_hash_main(void* arg)
 {
     lmc_hash_state* h = lmc_hash_create();
@@ -466,22 +453,7 @@ static void* ref_hash_main(void* arg)
     (void)arg;
     if (!h || !b) g_rh.err = ENOMEM;
     while (!g_rh.err && off < g_ref_size) {
-        size_t want = g_ref_size - off < bs ? (size_t)(g_ref_size - off) : bs;
-        uint64_t lim;
-        int trail;
-        pthread_mutex_lock(&g_rh.mu);
-        g_rh.hashed = off;
-        pthread_cond_broadcast(&g_rh.cv);
-        while (g_rh.trail && g_rh.allowed <= off) pthread_cond_wait(&g_rh.cv, &g_rh.mu);
-        trail = g_rh.trail;
-        lim = g_rh.allowed;
-        pthread_mutex_unlock(&g_rh.mu);
-        if (trail && g_ref_mapped) {
-            if (lim - off < want) want = (size_t)(lim - off);
-            lmc_hash_update(h, (const unsigned char*)g_ref + off, want);
-            off += want;
-            continue;
-        }
+        size_t const want = g_ref_size - off < bs ? (size_t)(g_ref_size - off) : bs;
         ssize_t const r = pread(g_rh.fd, b, want, (off_t)off);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) { g_rh.err = r < 0 ? errno : -1; break; }
@@ -493,47 +465,7 @@ static void* ref_hash_main(void* arg)
     free(b);
     close(g_rh.fd);
     g_rh.fd = -1;
-    pthread_mutex_lock(&g_rh.mu);
-    g_rh.hashed = UINT64_MAX;   /* done: never a reason to hold pages */
-    pthread_cond_broadcast(&g_rh.cv);
-    pthread_mutex_unlock(&g_rh.mu);
     return NULL;
-}
-
-/* Lets the hash thread go as far as `progress` bytes of the reference. */
-static void ref_hash_feed(uint64_t progress)
-{
-    if (!g_rh.running) return;
-    pthread_mutex_lock(&g_rh.mu);
-    if (g_rh.trail && progress > g_rh.allowed) {
-        g_rh.allowed = progress;
-        pthread_cond_broadcast(&g_rh.cv);
-    }
-    pthread_mutex_unlock(&g_rh.mu);
-}
-
-/* How far the hash thread has got (UINT64_MAX once it has finished or when
- * there is none). */
-static uint64_t ref_hash_done(void)
-{
-    uint64_t d;
-    if (!g_rh.running) return UINT64_MAX;
-    pthread_mutex_lock(&g_rh.mu);
-    d = g_rh.hashed;
-    pthread_mutex_unlock(&g_rh.mu);
-    return d;
-}
-
-/* Ends the trailing (the rest at full speed) and joins the thread. */
-static void ref_hash_join(void)
-{
-    if (!g_rh.running) return;
-    pthread_mutex_lock(&g_rh.mu);
-    g_rh.trail = 0;
-    pthread_cond_broadcast(&g_rh.cv);
-    pthread_mutex_unlock(&g_rh.mu);
-    pthread_join(g_rh.tid, NULL);
-    g_rh.running = 0;
 }
 
 /* After ref_hash_main: g_ref_hash, or -1 after a message. */
@@ -553,7 +485,8 @@ static int ref_hash_result(void)
 static int ref_hash_wait(void)
 {
     if (!g_rh.running) return 0;
-    ref_hash_join();
+    pthread_join(g_rh.tid, NULL);
+    g_rh.running = 0;
     return ref_hash_result();
 }
 
@@ -605,13 +538,9 @@ static int load_ref(void)
      * end. With output to stdout or a pipe both wait for it. */
     g_rh.err = 0;
     g_rh.fd = fd;
-    g_rh.allowed = 0;
-    g_rh.hashed = 0;
     if (g_opt.mode == MODE_COMPRESS || g_opt.mode == MODE_DECOMPRESS || g_opt.mode == MODE_TEST) {
-        g_rh.trail = 1;
         if (pthread_create(&g_rh.tid, NULL, ref_hash_main, NULL) == 0) { g_rh.running = 1; return 0; }
     }
-    g_rh.trail = 0;   /* here nothing would let it go on */
     (void)ref_hash_main(NULL);
     return ref_hash_result();
 }
@@ -623,18 +552,14 @@ static int load_ref(void)
 static void ref_release(uint64_t progress)
 {
     static uint64_t last = 0;
-    ref_hash_feed(progress);
     if (!g_ref_mapped || progress < last + REF_WINDOW) { if (progress < last) last = progress; return; }
-    /* not before the hash thread has read what it was let read, unless it
-     * lags far behind: it faults those pages back in then */
-    if (ref_hash_done() < last && progress < last + 4 * REF_WINDOW) return;
     madvise((void*)g_ref, g_ref_size, MADV_DONTNEED);
     last = progress;
 }
 
 static void unload_ref(void)
 {
-    ref_hash_join();
+    if (g_rh.running) { pthread_join(g_rh.tid, NULL); g_rh.running = 0; }
     if (g_ref_mapped) munmap((void*)g_ref, g_ref_size);
     g_ref = NULL;
     g_ref_size = 0;
