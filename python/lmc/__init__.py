@@ -4,11 +4,14 @@ A ctypes binding of liblmc (include/lmc.h), standard library only. torch is
 imported only by the functions that need it (save, load, ...).
 
 Bytes and files:
-    frame = lmc.compress(data, ref=None, threads=1, format=None, dtype=None)
-    data  = lmc.decompress(frame, ref=None, threads=1)
-    lmc.compress_file(src, dst=None, ref=None, threads=1)      # -> dst (src + ".lmc")
-    lmc.decompress_file(src, dst=None, ref=None, threads=1)    # -> dst (src minus ".lmc")
+    frame = lmc.compress(data, ref=None, threads=None, format=None, dtype=None)
+    data  = lmc.decompress(frame, ref=None, threads=None)
+    lmc.compress_file(src, dst=None, ref=None, threads=None)      # -> dst (src + ".lmc")
+    lmc.decompress_file(src, dst=None, ref=None, threads=None)    # -> dst (src minus ".lmc")
     lmc.frame_info(frame_or_path)                              # -> dict
+
+  `threads` defaults to every core this process may run on (None or 0, as
+  the CLI); the frames are the same for every count.
 
   `ref` is the reference the frame is (or is to be) a delta against: bytes,
   or the path of a file whose bytes are used as they are (as `lmc -r FILE`).
@@ -16,8 +19,8 @@ Bytes and files:
   LmcError (id "ref_wrong" / "ref_required") before anything is written.
 
 PyTorch state dicts (through the safetensors layout):
-    lmc.save(state_dict, path, ref=None, threads=1, metadata=None)
-    state_dict = lmc.load(path, ref=None, threads=1)
+    lmc.save(state_dict, path, ref=None, threads=None, metadata=None)
+    state_dict = lmc.load(path, ref=None, threads=None)
     lmc.save_safetensors(state_dict, path) / lmc.load_safetensors(path)
 
   There `ref` is the previous checkpoint: a state dict, a safetensors file,
@@ -70,12 +73,13 @@ def hash64(data):
 # bytes
 
 
-def compress(data, ref=None, threads=1, format=None, dtype=None, chunk_log=None):
+def compress(data, ref=None, threads=None, format=None, dtype=None, chunk_log=None):
     """Compresses `data` (bytes-like) into one lmc frame (bytes).
 
     ref:     None (a keyframe), bytes-like, or a path: the frame is then an XOR
              delta against that reference.
-    threads: worker threads; the output is the same for every value.
+    threads: worker threads (None or 0: every core this process may run on);
+             the output is the same for every value.
     format:  None/"auto" (detect safetensors), "generic", "raw", "safetensors".
     dtype:   value type of a raw dump ("bf16", "f32", ... or a torch dtype);
              implies format="raw".
@@ -88,7 +92,7 @@ def compress(data, ref=None, threads=1, format=None, dtype=None, chunk_log=None)
         return ctypes.string_at(out, n)
 
 
-def decompress(frame, ref=None, threads=1):
+def decompress(frame, ref=None, threads=None):
     """Decodes one lmc frame (bytes-like) and returns its content (bytes).
 
     A delta frame needs the reference it was made against (bytes or a path)."""
@@ -116,7 +120,7 @@ def _same_file(a, b):
         return False
 
 
-def compress_file(src, dst=None, ref=None, threads=1, format=None, dtype=None, chunk_log=None):
+def compress_file(src, dst=None, ref=None, threads=None, format=None, dtype=None, chunk_log=None):
     """Compresses the file `src` to `dst` (default: src + ".lmc"), streaming.
 
     The output is written to a temporary file in dst's directory and renamed
@@ -135,7 +139,7 @@ def compress_file(src, dst=None, ref=None, threads=1, format=None, dtype=None, c
     return dst
 
 
-def decompress_file(src, dst=None, ref=None, threads=1):
+def decompress_file(src, dst=None, ref=None, threads=None):
     """Decodes the lmc file `src` to `dst` (default: src without ".lmc"), streaming.
 
     The output appears at dst only once the whole frame has been decoded and
@@ -175,7 +179,7 @@ def frame_info(frame):
 # torch (imported on first use)
 
 
-def save(state_dict, path, ref=None, threads=1, metadata=None):
+def save(state_dict, path, ref=None, threads=None, metadata=None):
     """Saves a dict of tensors to `path` as an lmc frame of its safetensors
     serialization; with `ref` (the previous checkpoint: a state dict, a
     safetensors file, an lmc keyframe file, or bytes) as an XOR delta.
@@ -185,7 +189,7 @@ def save(state_dict, path, ref=None, threads=1, metadata=None):
     return torch_io.save(state_dict, path, ref=ref, threads=threads, metadata=metadata)
 
 
-def load(path, ref=None, threads=1):
+def load(path, ref=None, threads=None):
     """Loads a dict of CPU tensors saved by `save` (or a plain safetensors file).
     A delta needs the same `ref` it was saved with (same kinds as in save)."""
     from . import torch_io

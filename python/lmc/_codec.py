@@ -157,13 +157,25 @@ class _Ctx(object):
         self.close()
 
 
+def resolve_threads(threads):
+    """Worker threads for a context: None or 0 means every core this process
+    may run on (as the CLI's default and its -T0); frames are the same for
+    every count."""
+    if threads is None or int(threads) == 0:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):
+            return max(1, os.cpu_count() or 1)
+    return int(threads)
+
+
 class CCtx(_Ctx):
-    def __init__(self, threads=1, format=None, dtype=None, chunk_log=None, ref=None):
+    def __init__(self, threads=None, format=None, dtype=None, chunk_log=None, ref=None):
         self.p = lib.lmc_cctx_create()
         if not self.p:
             raise MemoryError("lmc_cctx_create failed")
         try:
-            check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_THREADS, int(threads)), "threads")
+            check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_THREADS, resolve_threads(threads)), "threads")
             fmt = _format_code(format)
             dtc = dtype_code(dtype)
             if dtc is not None and fmt is None:
@@ -186,12 +198,12 @@ class CCtx(_Ctx):
 
 
 class DCtx(_Ctx):
-    def __init__(self, threads=1, ref=None):
+    def __init__(self, threads=None, ref=None):
         self.p = lib.lmc_dctx_create()
         if not self.p:
             raise MemoryError("lmc_dctx_create failed")
         try:
-            check(lib.lmc_dctx_set_param(self.p, _lib.LMC_D_THREADS, int(threads)), "threads")
+            check(lib.lmc_dctx_set_param(self.p, _lib.LMC_D_THREADS, resolve_threads(threads)), "threads")
             self.ref = ref
             if ref is not None and not ref.is_none:
                 check(lib.lmc_dctx_set_ref(self.p, ref.addr, ref.size), "reference")

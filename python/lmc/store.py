@@ -38,7 +38,8 @@ class Store(object):
     """A handle on the snapshot store in directory `path`.
 
     create:  make an empty store if `path` holds none (default True).
-    threads: worker threads for coding (frames are identical for every value).
+    threads: worker threads for coding; None or 0 (default): every core this
+             process may run on. Frames are identical for every value.
     cache:   keep the latest content of each chain (faster add; default True).
     fsync:   fsync frames, manifest and directories (default True; False only
              for tests and scratch stores).
@@ -46,7 +47,7 @@ class Store(object):
     calls); processes changing the same store are serialised by DIR/lock.
     """
 
-    def __init__(self, path, create=True, threads=1, cache=True, fsync=True):
+    def __init__(self, path, create=True, threads=None, cache=True, fsync=True):
         if not _lib.HAS_STORE:
             raise RuntimeError("lmc: %s has no snapshot store API (lmc_store_*); "
                                "rebuild it with `make`" % _lib.path)
@@ -63,7 +64,7 @@ class Store(object):
         _lib.check(r, self.path)
         self._h = h
         try:
-            self._set(_lib.LMC_STORE_P_THREADS, threads)
+            self._set(_lib.LMC_STORE_P_THREADS, _codec.resolve_threads(threads))
             self._set(_lib.LMC_STORE_P_CACHE, 1 if cache else 0)
             self._set(_lib.LMC_STORE_P_FSYNC, 1 if fsync else 0)
         except BaseException:

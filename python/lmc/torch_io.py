@@ -236,7 +236,7 @@ def _is_lmc_file(path):
     return _codec.is_frame_prefix(head)
 
 
-def resolve_ref(ref, threads=1):
+def resolve_ref(ref, threads=None):
     """A Buf holding the reference content for save/load:
     None; a state dict (serialized with the default metadata); bytes-like;
     a path of a safetensors (or any) file, used as is; or a path of an lmc
@@ -258,7 +258,7 @@ def resolve_ref(ref, threads=1):
 # public entry points
 
 
-def save(state_dict, path, ref=None, threads=1, metadata=None):
+def save(state_dict, path, ref=None, threads=None, metadata=None):
     data = serialize(state_dict, metadata)
     path = os.fspath(path)
     with resolve_ref(ref, threads) as rb, _codec.Buf(data) as src, \
@@ -275,7 +275,7 @@ def save(state_dict, path, ref=None, threads=1, metadata=None):
     return written[0]
 
 
-def load_bytes(path, ref=None, threads=1):
+def load_bytes(path, ref=None, threads=None):
     """The decoded content (bytearray) of an lmc file, or the bytes of any other file."""
     path = os.fspath(path)
     with _codec.map_file(path) as fb:
@@ -291,7 +291,7 @@ def load_bytes(path, ref=None, threads=1):
                 raise
 
 
-def load(path, ref=None, threads=1):
+def load(path, ref=None, threads=None):
     return deserialize(load_bytes(path, ref, threads))
 
 

@@ -46,6 +46,37 @@ class TestBytes(unittest.TestCase):
         self.assertEqual(f1, f2)
         self.assertEqual(lmc.decompress(f1, threads=2), data)
 
+    def test_default_threads_all_cores(self):
+        """No `threads` (or 0) gives the contexts every core this process may
+        run on, as the CLI does; the frames do not change."""
+        from unittest import mock
+        from lmc import _codec, _lib
+        cores = len(os.sched_getaffinity(0))
+        self.assertEqual(_codec.resolve_threads(None), cores)
+        self.assertEqual(_codec.resolve_threads(0), cores)
+        self.assertEqual(_codec.resolve_threads(3), 3)
+        seen = []
+        real_c, real_d = _codec.lib.lmc_cctx_set_param, _codec.lib.lmc_dctx_set_param
+
+        def spy_c(p, param, value):
+            if param == _lib.LMC_P_THREADS:
+                seen.append(("c", value))
+            return real_c(p, param, value)
+
+        def spy_d(p, param, value):
+            if param == _lib.LMC_D_THREADS:
+                seen.append(("d", value))
+            return real_d(p, param, value)
+        data = _floats(900000, 4)
+        with mock.patch.object(_codec.lib, "lmc_cctx_set_param", spy_c), \
+                mock.patch.object(_codec.lib, "lmc_dctx_set_param", spy_d):
+            frame = lmc.compress(data)
+            self.assertEqual(lmc.decompress(frame), data)
+        self.assertEqual(seen, [("c", cores), ("d", cores)])
+        self.assertEqual(frame, lmc.compress(data, threads=1))
+        with self.assertRaises(lmc.LmcError):
+            lmc.compress(data, threads=-1)
+
     def test_raw_dtype(self):
         data = _floats(20000, 5)
         frame = lmc.compress(data, dtype="f32")
