@@ -257,6 +257,9 @@ rm -rf wref d5.out d5.err mf zz zr1 zr2 zz.lmc zz.out
 # written to stdout (hash known first), and references differing only in
 # their first or last byte are refused.
 head -c 25165824 /dev/urandom > bigref
+# first and last bytes known, so that writing 'x' there surely changes them
+printf 'a' | dd of=bigref bs=1 seek=0 conv=notrunc 2>/dev/null
+printf 'a' | dd of=bigref bs=1 seek=25165823 conv=notrunc 2>/dev/null
 head -c 20971520 bigref > bignew
 printf 'abcd' | dd of=bignew bs=1 seek=1000000 conv=notrunc 2>/dev/null
 "$LMC" -q -f -T2 --dtype=bf16 -r bigref bignew -o big.lmc
