@@ -577,6 +577,26 @@ static void test_stream_buffer_shapes(void** state)
     uint8_t* f1;
     size_t const s1 = tu_compress(c1, &f1, src, n);
     assert_false(lmc_is_error(s1));
+    /* one thread codes a chunk in place in dst while a job buffer's worth of
+     * room is left there, else in its buffer and copies it: the same bytes
+     * with a roomy, an exact and a short destination */
+    {
+        uint8_t* const fe = (uint8_t*)tu_xmalloc(s1 + 1);
+        size_t const short_caps[] = { s1 - 1, s1 - s1 / 8, s1 / 2 };
+        for (size_t k = 0; k < 3; k++) {
+            size_t const want = short_caps[k];
+            size_t const r = lmc_compress(c1, fe, want, src, n);
+            assert_true(lmc_is_error(r));
+            assert_int_equal(lmc_get_error(r), LMC_ERR_DST_TOO_SMALL);
+        }
+        memset(fe, 0, s1 + 1);
+        assert_int_equal(lmc_compress(c1, fe, s1, src, n), s1);
+        assert_memory_equal(fe, f1, s1);
+        memset(fe, 0, s1 + 1);
+        assert_int_equal(lmc_compress(c1, fe, s1 + 1, src, n), s1);
+        assert_memory_equal(fe, f1, s1);
+        free(fe);
+    }
     lmc_cctx_free(c1);
 
     static const size_t whole[] = { 0 };

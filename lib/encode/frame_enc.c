@@ -19,6 +19,7 @@
 typedef struct {
     uint8_t*        out;
     size_t          out_cap;
+    uint8_t*        dst;      /* where the job codes: out, or (one thread) the caller's buffer in place */
     lmc_piece*      pieces;
     size_t          npieces, pcap;
     const uint8_t*  content;
@@ -284,7 +285,7 @@ static void run_job(void* arg, size_t i)
     memset(&j->st, 0, sizeof(j->st));
     lmc_chunk_ws* const ws = c->wss[lmc_pool_self(c->pool)];
     ws->frame_hash = j->fused ? c->hstate : NULL;
-    j->result = lmc_chunk_encode(ws, j->out, j->out_cap, j->content, j->size, j->pieces, j->npieces,
+    j->result = lmc_chunk_encode(ws, j->dst, j->out_cap, j->content, j->size, j->pieces, j->npieces,
                                  c->has_ref ? c->ref : NULL, c->coders, c->layout, &j->st);
 }
 
@@ -317,7 +318,7 @@ static size_t account_chunk(lmc_cctx* c, const enc_job* j)
 {
     LMC_FORWARD(j->result);
     if (!j->fused) lmc_hstate_update(c->hstate, j->content, j->size);
-    LMC_FORWARD(seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->out + 12)));
+    LMC_FORWARD(seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->dst + 12)));
     add_stats(&c->stats, &j->st);
     c->stats.chunks++;
     return 0;
@@ -403,6 +404,11 @@ static int os_prepare(void* arg, size_t i, unsigned slot)
     if (!r) return 1;
     j->content = x->src + x->pos;
     j->fused = lmc_pool_threads(c->pool) == 1;   /* one thread: checksum fused into the job */
+    /* One thread runs each chunk's prepare, job and commit in turn, so the
+     * chunk's place in dst is known: it is coded there when a job buffer's
+     * worth of room is left (the same capacity either way, so the same
+     * bytes), which saves copying the output (about 3 % of the time). */
+    j->dst = j->fused && x->cap - x->op >= j->out_cap ? x->d + x->op : j->out;
     x->pos = end;
     return 0;
 }
@@ -417,6 +423,7 @@ static int os_commit(void* arg, size_t i, unsigned slot)
     (void)i;
     size_t const r = account_chunk(c, j);
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
+    if (j->dst != j->out) { x->op += j->result; return 0; }   /* coded in place */
     if (x->cap - x->op < j->result) { x->err = LMC_ERR(DST_TOO_SMALL); return -1; }
     memcpy(x->d + x->op, j->out, j->result);
     x->op += j->result;
@@ -523,6 +530,9 @@ static int se_prepare(void* arg, size_t i, unsigned slot)
         j->content = c->inbuf + c->in_head + c->in_len - have;
     }
     j->fused = lmc_pool_threads(c->pool) == 1;   /* one thread: checksum fused into the job */
+    /* one thread, nothing queued: coded in place in the caller's buffer when
+     * a job buffer's worth of room is left (see os_prepare) */
+    j->dst = j->fused && !c->oq_len && x->out->size - x->out->pos >= j->out_cap ? (uint8_t*)x->out->dst + x->out->pos : j->out;
     x->promised += bound;
     x->pos = end;
     return 0;
@@ -539,7 +549,9 @@ static int se_commit(void* arg, size_t i, unsigned slot)
     size_t r = account_chunk(c, j);
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
     lmc_outbuf* const o = x->out;
-    if (!c->oq_len && o->size - o->pos >= j->result) {
+    if (j->dst != j->out) {
+        o->pos += j->result;   /* coded in place */
+    } else if (!c->oq_len && o->size - o->pos >= j->result) {
         memcpy((uint8_t*)o->dst + o->pos, j->out, j->result);
         o->pos += j->result;
     } else {
