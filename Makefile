@@ -25,9 +25,10 @@ build/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fvisibility=hidden -fPIC -MMD -MP -c $< -o $@
 
-# XXH3's long-input loop with AVX2; only called after a run-time CPU check
+# XXH3's long-input loop with AVX2 and AVX-512; only called after a run-time CPU check
 ifeq ($(shell uname -m),x86_64)
 build/lib/common/hash_avx2.o build/pic/lib/common/hash_avx2.o: CFLAGS += -mavx2
+build/lib/common/hash_avx512.o build/pic/lib/common/hash_avx512.o: CFLAGS += -mavx512f -mavx2
 endif
 
 liblmc.a: $(LIB_OBJ)

@@ -11,6 +11,8 @@
 #include "huf.h"
 #include "block_enc.h"
 #include "block_dec.h"
+#include "mem.h"
+#include "hash.h"
 
 typedef struct { lmc_block_ws* enc; lmc_block_dws* dec; uint8_t* buf; uint8_t* out; } codec_state;
 
@@ -704,6 +706,42 @@ static void test_names(void** state)
     assert_true(lmc_hash64("abc", 3) != lmc_hash64("abd", 3));
 }
 
+/* The checksums go through AVX-512, AVX2 or the baseline XXH3 loop by CPU:
+ * every loop, one-shot and streamed in uneven slices, must give the hash
+ * that XXH3 compiled here (baseline) gives, or frames would not decode on
+ * another machine. */
+static void test_hash_cpu_paths(void** state)
+{
+    (void)state;
+    static const unsigned modes[] = { ~0u, LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2, 0 };
+    static const size_t sizes[] = { 0, 1, 240, 1023, 1024, 1025, 4096, 65536 + 17, 1000003 };
+    size_t const maxn = 1000003;
+    uint8_t* const b = (uint8_t*)tu_xmalloc(maxn);
+    tu_fill_random(b, maxn, 31337);
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        lmc_cpu_restrict(modes[m]);
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            size_t const n = sizes[k];
+            uint64_t const want = XXH3_64bits(b, n);
+            assert_int_equal(lmc_hash64(b, n), want);
+            lmc_hash_state* const h = lmc_hash_create();
+            assert_non_null(h);
+            for (size_t o = 0, step = 1; o < n; o += step, step = step * 3 + 7) {
+                size_t const len = n - o < step ? n - o : step;
+                lmc_hash_update(h, b + o, len);
+            }
+            assert_int_equal(lmc_hash_digest(h), want);
+            lmc_hash_free(h);
+            XXH3_state_t st;
+            XXH3_64bits_reset(&st);
+            assert_int_equal(lmc_h32_also(&st, b, n), (uint32_t)want);
+            assert_int_equal(XXH3_64bits_digest(&st), want);
+        }
+    }
+    lmc_cpu_restrict(~0u);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -718,6 +756,7 @@ int main(void)
         cmocka_unit_test(test_frame_coders),
         cmocka_unit_test(test_coder_mask),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_hash_cpu_paths),
     };
     return cmocka_run_group_tests_name("codec", tests, setup, teardown);
 }

@@ -4,16 +4,23 @@
 #include "mem.h"
 
 static int use_avx2(void) { return (lmc_cpu_features() & LMC_CPU_AVX2) != 0; }
+static int use_avx512(void) { return (lmc_cpu_features() & LMC_CPU_AVX512) != 0; }
 
 uint64_t lmc_h64(const void* p, size_t n)
 {
-    if (n >= 1024 && use_avx2()) return lmc_h64_avx2(p, n);
+    if (n >= 1024) {
+        if (use_avx512()) return lmc_h64_avx512(p, n);
+        if (use_avx2()) return lmc_h64_avx2(p, n);
+    }
     return XXH3_64bits(p, n);
 }
 
 void lmc_hstate_update(XXH3_state_t* st, const void* p, size_t n)
 {
-    if (n >= 1024 && use_avx2()) { lmc_hstate_update_avx2(st, p, n); return; }
+    if (n >= 1024) {
+        if (use_avx512()) { lmc_hstate_update_avx512(st, p, n); return; }
+        if (use_avx2()) { lmc_hstate_update_avx2(st, p, n); return; }
+    }
     XXH3_64bits_update(st, p, n);
 }
 

@@ -1,6 +1,7 @@
 /* hash.h - the frame's checksums: XXH3-64 (Debian's libxxhash, header-only use).
- * The long-input loops run with AVX2 where the CPU has it (hash_avx2.c is
- * compiled with -mavx2 and only called after a run-time check). */
+ * The long-input loops run with AVX-512 or AVX2 where the CPU has them
+ * (hash_avx512.c and hash_avx2.c are compiled with -mavx512f and -mavx2 and
+ * only called after a run-time check). */
 #ifndef LMC_HASH_H
 #define LMC_HASH_H
 
@@ -18,8 +19,10 @@ void lmc_hstate_update(XXH3_state_t* st, const void* p, size_t n);
  * one thread a chunk's checksum and the frame's then cost one trip to memory. */
 uint32_t lmc_h32_also(XXH3_state_t* also, const void* p, size_t n);
 
-/* implemented in hash_avx2.c */
+/* implemented in hash_avx2.c and hash_avx512.c */
 uint64_t lmc_h64_avx2(const void* p, size_t n);
 void lmc_hstate_update_avx2(XXH3_state_t* st, const void* p, size_t n);
+uint64_t lmc_h64_avx512(const void* p, size_t n);
+void lmc_hstate_update_avx512(XXH3_state_t* st, const void* p, size_t n);
 
 #endif
