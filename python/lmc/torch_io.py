@@ -139,7 +139,12 @@ def serialize(state_dict, metadata=None):
 def parse_header(data):
     """(metadata dict or None, [(name, dtype, shape, begin, end)], data start)
     for a safetensors buffer; begin/end absolute. Validates bounds."""
-    n_total = len(data)
+    return _parse_header_sized(data, len(data))
+
+
+def _parse_header_sized(data, n_total):
+    """parse_header of a file of n_total bytes of which data holds at least
+    the length and the header."""
     if n_total < 8:
         raise ValueError("not a safetensors file: shorter than 8 bytes")
     n = int.from_bytes(bytes(data[0:8]), "little")
@@ -258,12 +263,30 @@ def resolve_ref(ref, threads=None):
 # public entry points
 
 
+def _state_reader(items, metadata):
+    """read() for _codec.drive_compress: the safetensors serialization of
+    the prepared items, as pieces that point into the tensors themselves (the
+    header, then each tensor's bytes), so that no copy of the whole
+    checkpoint is made. Returns (read, content size)."""
+    hjson, sizes, data_len = _header(items, metadata)
+    head = len(hjson).to_bytes(8, "little") + hjson
+    pieces = [(_codec._addr_of_bytes(head), len(head))]
+    pieces += [(t.data_ptr(), n) for (name, st, t), n in zip(items, sizes) if n]
+    it = iter(pieces)
+
+    def read():
+        return next(it, (None, 0))
+    read._keep = (head, items)
+    return read, len(head) + data_len
+
+
 def save(state_dict, path, ref=None, threads=None, metadata=None):
-    data = serialize(state_dict, metadata)
+    _check_host()
+    items = _prepare(state_dict)
+    read, size = _state_reader(items, metadata)
     path = os.fspath(path)
-    with resolve_ref(ref, threads) as rb, _codec.Buf(data) as src, \
-            _codec.CCtx(threads, None, None, None, rb) as c:
-        check(lib.lmc_cctx_set_param(c.p, _lib.LMC_P_CONTENT_SIZE, src.size), "content size")
+    with resolve_ref(ref, threads) as rb, _codec.CCtx(threads, None, None, None, rb) as c:
+        check(lib.lmc_cctx_set_param(c.p, _lib.LMC_P_CONTENT_SIZE, size), "content size")
         written = [0]
         with _codec.AtomicFile(path) as out:
             w = _codec.fd_writer(out.fd)
@@ -271,7 +294,7 @@ def save(state_dict, path, ref=None, threads=None, metadata=None):
             def write(a, n):
                 written[0] += n
                 w(a, n)
-            _codec.drive_compress(c, _codec.buf_reader(src), write)
+            _codec.drive_compress(c, read, write)
     return written[0]
 
 
@@ -291,7 +314,141 @@ def load_bytes(path, ref=None, threads=None):
                 raise
 
 
+class _RegionDecoder(object):
+    """Decodes a frame, read in pieces by read() (as for _codec.drive_*),
+    into caller-chosen memory regions in content order: the state dict's
+    tensors are filled in place, with no copy of the whole checkpoint, or
+    of the whole frame, beside them."""
+
+    def __init__(self, dctx, read):
+        self.d = dctx
+        self.read = read
+        self.inb = _lib.lmc_inbuf()
+        self.inb.src, self.inb.size, self.inb.pos = _codec._addr_of_bytes(_codec._EMPTY), 0, 0
+        self.out = _lib.lmc_outbuf()
+        self.eof = False
+        self.ended = False
+        self._scratch = ctypes.create_string_buffer(1 << 16)
+
+    def _step(self):
+        if self.inb.pos == self.inb.size and not self.eof:
+            addr, n = self.read()
+            if n:
+                self.inb.src, self.inb.size, self.inb.pos = addr, n, 0
+            else:
+                self.eof = True
+        before = (self.inb.pos, self.out.pos)
+        r = check(lib.lmc_decompress_stream(self.d.p, ctypes.byref(self.out), ctypes.byref(self.inb)))
+        if r == 0:
+            self.ended = True
+        moved = (self.inb.pos, self.out.pos) != before
+        if not moved and not self.ended and self.eof and self.inb.pos == self.inb.size:
+            raise LmcError(_lib.LMC_ERR_TRUNCATED)
+        return moved
+
+    def fill(self, addr, n):
+        """Decodes the next n content bytes to addr."""
+        self.out.dst, self.out.size, self.out.pos = addr, n, 0
+        stuck = 0
+        while self.out.pos < n:
+            if self.ended:
+                raise LmcError(_lib.LMC_ERR_TRUNCATED)
+            stuck = 0 if self._step() else stuck + 1
+            if stuck > _codec._STUCK_LIMIT:
+                raise LmcError(1, None, "the decompressor makes no progress")
+
+    def skip(self, n):
+        while n:
+            k = min(n, len(self._scratch))
+            self.fill(ctypes.addressof(self._scratch), k)
+            n -= k
+
+    def finish(self):
+        """Reads the rest of the frame (its end and checksums); no content
+        and no bytes after the frame may be left."""
+        stuck = 0
+        while not self.ended:
+            self.out.dst, self.out.size, self.out.pos = ctypes.addressof(self._scratch), 1, 0
+            stuck = 0 if self._step() else stuck + 1
+            if self.out.pos:
+                raise ValueError("content continues past its announced size")
+            if stuck > _codec._STUCK_LIMIT:
+                raise LmcError(1, None, "the decompressor makes no progress")
+        if self.inb.pos < self.inb.size or (not self.eof and self.read()[1]):
+            raise LmcError(_lib.LMC_ERR_TRAILING)
+
+
+def _load_in_place(head, read, rb, threads, what):
+    """The state dict of an lmc frame of safetensors content (head: the
+    frame's first bytes; read: the whole frame, from its start), each tensor
+    decoded straight into its own memory; None where the frame does not
+    allow that (no content size in its header, tensors that overlap), for
+    the whole-buffer path."""
+    with _codec.Buf(head) as hb:
+        h = _codec.frame_header(hb)
+    if not h.content_size_known:
+        return None
+    if h.has_ref and (rb is None or rb.is_none):
+        raise LmcError(_lib.LMC_ERR_REF_REQUIRED, None,
+                       "%s is a delta frame: give the checkpoint it was made against" % what)
+    total = h.content_size
+    with _codec.DCtx(threads, rb) as d:
+        dec = _RegionDecoder(d, read)
+        head = bytearray(min(8, total))
+        if head:
+            arr = (ctypes.c_char * len(head)).from_buffer(head)
+            dec.fill(ctypes.addressof(arr), len(head))
+            del arr
+        n = int.from_bytes(bytes(head), "little") if len(head) == 8 else 0
+        if len(head) < 8 or n < 2 or 8 + n > total:
+            _parse_header_sized(head, total)     # raises its error for this header
+        hjson = bytearray(n)
+        arr = (ctypes.c_char * n).from_buffer(hjson)
+        dec.fill(ctypes.addressof(arr), n)
+        del arr
+        # the bounds are checked against the content size: the tensors'
+        # bytes are not needed for that
+        meta, entries, start = _parse_header_sized(head + hjson, total)
+        end = start
+        for name, dt, shape, b, e in entries:
+            if b < end:
+                return None             # overlapping tensors: the whole-buffer path copies them
+            end = e
+        pos = start
+        out = {}
+        for name, dt, shape, b, e in entries:
+            tdt = ST_TO_TORCH.get(dt)
+            if tdt is None:
+                raise ValueError("%r: dtype %s is not supported by this torch (%s)"
+                                 % (name, dt, torch.__version__))
+            dec.skip(b - pos)
+            t = torch.empty(shape, dtype=tdt)
+            if e > b:
+                dec.fill(t.data_ptr(), e - b)
+            out[name] = t
+            pos = e
+        dec.skip(total - pos)
+        dec.finish()
+    return out
+
+
 def load(path, ref=None, threads=None):
+    _check_host()
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        head = f.read(_lib.FRAME_HEADER_SIZE)
+        if _codec.is_frame_prefix(head):
+            with resolve_ref(ref, threads) as rb:
+                try:
+                    f.seek(0)
+                    sd = _load_in_place(head, _codec.file_reader(f), rb, threads, path)
+                except LmcError as e:
+                    if e.detail is None:
+                        e.detail = path
+                        e.args = ("%s: %s" % (path, e.name),)
+                    raise
+            if sd is not None:
+                return sd
     return deserialize(load_bytes(path, ref, threads))
 
 

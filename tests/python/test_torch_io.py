@@ -1,11 +1,14 @@
 """lmc.save / lmc.load and the safetensors serializer, for every dtype."""
 
+import ctypes
 import glob
 import json
 import os
 import unittest
+from unittest import mock
 
 import lmc
+from lmc import torch_io
 from ._util import TempDirCase, torch, needs_torch, assert_bitwise, raw_bytes, read, REPO
 
 DTYPES = ["bfloat16", "float16", "float32", "float64", "int64", "int32", "int16",
@@ -199,6 +202,119 @@ class TestSaveLoad(TempDirCase):
             lmc.save({"a": torch.ones(3)}, self.p("a.lmc"), ref=self.p("missing.safetensors"))
         self.assertEqual(read(self.p("a.lmc")), before)
         self.assertEqual(sorted(os.listdir(self.tmp)), ["a.lmc"])
+
+
+def _st_bytes(entries, data, pad_to=None):
+    """A safetensors buffer with a hand-made header: entries maps name ->
+    (dtype, shape, [begin, end]); data is the data section as is."""
+    hdr = {"__metadata__": {"format": "pt"}}
+    for name, (dt, shape, offs) in entries.items():
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": offs}
+    hjson = json.dumps(hdr, separators=(",", ":")).encode()
+    hjson += b" " * ((8 - len(hjson) % 8) % 8)
+    return len(hjson).to_bytes(8, "little") + hjson + data
+
+
+def _unsized_frame(data):
+    """An lmc frame of data whose header does not give the content size."""
+    from lmc import _codec
+    parts = []
+    with _codec.Buf(data) as src, _codec.CCtx(1, None, None, None, _codec.Buf(None)) as c:
+        _codec.drive_compress(c, _codec.buf_reader(src),
+                              lambda a, n: parts.append(ctypes.string_at(a, n)))
+    return b"".join(parts)
+
+
+@needs_torch
+class TestInPlace(TempDirCase):
+    """save() feeds the coder from the tensors' own memory and load() decodes
+    into each tensor's memory: neither holds a copy of the whole checkpoint."""
+
+    def test_save_does_not_serialize(self):
+        sd = all_dtypes_dict(7)
+        want = lmc.compress(bytes(lmc.to_safetensors_bytes(sd)))
+        prev = all_dtypes_dict(8)
+        want_delta = lmc.compress(bytes(lmc.to_safetensors_bytes(sd)), ref=bytes(lmc.to_safetensors_bytes(prev)))
+        lmc.save_safetensors(prev, self.p("prev.safetensors"))
+        with mock.patch.object(torch_io, "serialize", side_effect=AssertionError("serialized")):
+            lmc.save(sd, self.p("a.lmc"), threads=1)
+            lmc.save(sd, self.p("b.lmc"), threads=2)
+            lmc.save(sd, self.p("d.lmc"), ref=self.p("prev.safetensors"))
+        self.assertEqual(read(self.p("a.lmc")), want)
+        self.assertEqual(read(self.p("b.lmc")), want)
+        self.assertEqual(read(self.p("d.lmc")), want_delta)
+
+    def test_load_does_not_deserialize(self):
+        sd = all_dtypes_dict(9)
+        prev = all_dtypes_dict(10)
+        lmc.save(sd, self.p("a.lmc"))
+        lmc.save(sd, self.p("d.lmc"), ref=prev)
+        order = list(lmc.from_safetensors_bytes(lmc.to_safetensors_bytes(sd)))   # file order
+        with mock.patch.object(torch_io, "deserialize", side_effect=AssertionError("deserialized")):
+            assert_bitwise(self, sd, lmc.load(self.p("a.lmc")))
+            assert_bitwise(self, sd, lmc.load(self.p("a.lmc"), threads=2))
+            assert_bitwise(self, sd, lmc.load(self.p("d.lmc"), ref=prev, threads=2))
+            self.assertEqual(list(lmc.load(self.p("a.lmc"))), order)
+
+    def test_load_damaged(self):
+        g = torch.Generator().manual_seed(11)
+        sd = {"w": torch.randn(1000, 900, generator=g), "b": torch.randn(900, generator=g).bfloat16()}
+        lmc.save(sd, self.p("a.lmc"), threads=1)
+        frame = read(self.p("a.lmc"))
+        self.assertGreater(len(frame), 2 << 20)     # several chunks
+        cases = {"cut after the frame header": frame[:50], "cut in the tensor header": frame[:200],
+                 "cut in a chunk": frame[:len(frame) // 2], "cut before the end": frame[:-5],
+                 "trailing bytes": frame + b"\0" * 9}
+        want = {"trailing bytes": "trailing"}
+        for what, data in cases.items():
+            with open(self.p("bad.lmc"), "wb") as f:
+                f.write(data)
+            with self.assertRaises(lmc.LmcError, msg=what) as cm:
+                lmc.load(self.p("bad.lmc"))
+            self.assertEqual(cm.exception.id, want.get(what, "truncated"), what)
+            self.assertIn("bad.lmc", str(cm.exception))
+        # a changed byte in a chunk's payload, and in the frame's last bytes
+        for at in (len(frame) // 2, len(frame) - 20):
+            bad = bytearray(frame)
+            bad[at] ^= 0x40
+            with open(self.p("bad.lmc"), "wb") as f:
+                f.write(bad)
+            with self.assertRaises(lmc.LmcError, msg=at) as cm:
+                lmc.load(self.p("bad.lmc"))
+            self.assertEqual(cm.exception.id, "checksum", at)
+        # a frame whose content is not safetensors
+        with open(self.p("text.lmc"), "wb") as f:
+            f.write(lmc.compress(b"hello, world\n" * 5000))
+        with self.assertRaises(ValueError) as cm:
+            lmc.load(self.p("text.lmc"))
+        self.assertIn("not a safetensors file", str(cm.exception))
+
+    def test_load_unusual_layouts(self):
+        # gaps between tensors and bytes after the last one are skipped;
+        # tensors that share bytes, and frames without a content size, take
+        # the whole-buffer path: every result equals from_safetensors_bytes
+        vals = torch.arange(64, dtype=torch.float32)
+        data = ctypes.string_at(vals.data_ptr(), 256)
+        layouts = {
+            "gap": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [48, 64])}, data[:64]),
+            "tail": _st_bytes({"a": ("F32", [8], [0, 32])}, data[:40]),
+            "shared": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [16, 32])}, data[:32]),
+            "empty": _st_bytes({"a": ("F32", [0], [0, 0]), "b": ("F32", [2], [0, 8])}, data[:8]),
+        }
+        for what, st in layouts.items():
+            want = lmc.from_safetensors_bytes(st)
+            for kind, frame in (("sized", lmc.compress(st)), ("unsized", _unsized_frame(st))):
+                with open(self.p("x.lmc"), "wb") as f:
+                    f.write(frame)
+                got = lmc.load(self.p("x.lmc"))
+                self.assertEqual(list(got), list(want), (what, kind))
+                assert_bitwise(self, want, got, "%s %s" % (what, kind))
+        for what in ("gap", "tail", "empty"):
+            want = lmc.from_safetensors_bytes(layouts[what])
+            with open(self.p("x.lmc"), "wb") as f:
+                f.write(lmc.compress(layouts[what]))
+            with mock.patch.object(torch_io, "deserialize", side_effect=AssertionError("deserialized")):
+                assert_bitwise(self, want, lmc.load(self.p("x.lmc")), what)
 
 
 if __name__ == "__main__":
