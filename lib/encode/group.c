@@ -196,12 +196,22 @@ void lmc_group(uint8_t* dst, const uint8_t* src, const uint8_t* ref, size_t n, u
     }
 }
 
+/* Order-0 bits of a byte histogram of `total` samples, as
+ * total log2(total) - sum h log2(h): no division and no branch a bin, so
+ * that the compiler vectorizes the loop (an empty bin adds 0 log2 1). A
+ * piece of a few thousand values spent a sixth of its compression time
+ * here with a division a bin. */
 static double entropy_bits(const uint32_t* h, uint32_t total)
 {
-    double bits = 0;
-    for (int s = 0; s < 256; s++)
-        if (h[s]) bits += (double)h[s] * lmc_fast_log2((float)total / (float)h[s]);
-    return bits;
+    float acc[8] = { 0 };
+    for (int s = 0; s < 256; s += 8)
+        for (int l = 0; l < 8; l++) {
+            uint32_t const c = h[s + l];
+            acc[l] += (float)c * lmc_fast_log2((float)(c | (c == 0)));
+        }
+    float sum = 0;
+    for (int l = 0; l < 8; l++) sum += acc[l];
+    return (double)total * lmc_fast_log2((float)total) - (double)sum;
 }
 
 /* Counts the sampled values [a, b) into the byte histograms h[c] of the
