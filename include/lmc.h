@@ -169,7 +169,9 @@ LMC_API size_t lmc_cctx_set_ref_hashed(lmc_cctx* cctx, const void* ref, size_t r
 /* Worst-case compressed size of `srcSize` bytes, for any parameters. */
 LMC_API size_t lmc_compress_bound(size_t srcSize);
 
-/* Compresses src into one complete frame. Returns the frame size or an error. */
+/* Compresses src into one complete frame. Returns the frame size or an error.
+ * All of dst[0, dstCapacity) may be written: bytes past the frame's end (and
+ * all of dst after an error) hold no meaning. */
 LMC_API size_t lmc_compress(lmc_cctx* cctx, void* dst, size_t dstCapacity,
                             const void* src, size_t srcSize);
 
@@ -191,7 +193,9 @@ typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
  * positive number while work remains (a hint: bytes waiting to be flushed,
  * or input wanted); or an error. Memory is bounded by the chunk size and the
  * thread count, whatever the input size. After 0 or an error, the next call
- * starts a new frame with the same parameters and reference. */
+ * starts a new frame with the same parameters and reference. Bytes of
+ * out->dst past the final out->pos may have been written (a chunk is coded
+ * there in place): they hold no meaning. */
 LMC_API size_t lmc_compress_stream(lmc_cctx* cctx, lmc_outbuf* out, lmc_inbuf* in, int end);
 
 /* Input size (bytes) worth feeding per call when the input must be read
