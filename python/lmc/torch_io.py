@@ -181,6 +181,14 @@ def _parse_header_sized(data, n_total):
     return meta, out, start
 
 
+def _torch_dtype(name, dt):
+    tdt = ST_TO_TORCH.get(dt)
+    if tdt is None:
+        raise ValueError("%r: dtype %s is not supported by this torch (%s)"
+                         % (name, dt, torch.__version__))
+    return tdt
+
+
 def deserialize(data):
     """A dict name -> CPU tensor (owning its memory) from a safetensors buffer,
     in file order."""
@@ -190,10 +198,7 @@ def deserialize(data):
     meta, entries, _ = parse_header(data)
     out = {}
     for name, dt, shape, b, e in entries:
-        tdt = ST_TO_TORCH.get(dt)
-        if tdt is None:
-            raise ValueError("%r: dtype %s is not supported by this torch (%s)"
-                             % (name, dt, torch.__version__))
+        tdt = _torch_dtype(name, dt)
         numel = (e - b) // _ST[dt][0]
         if numel == 0:
             t = torch.empty(shape, dtype=tdt)
@@ -417,10 +422,7 @@ def _load_in_place(head, read, rb, threads, what):
         pos = start
         out = {}
         for name, dt, shape, b, e in entries:
-            tdt = ST_TO_TORCH.get(dt)
-            if tdt is None:
-                raise ValueError("%r: dtype %s is not supported by this torch (%s)"
-                                 % (name, dt, torch.__version__))
+            tdt = _torch_dtype(name, dt)
             dec.skip(b - pos)
             t = torch.empty(shape, dtype=tdt)
             if e > b:
