@@ -39,7 +39,7 @@ extern "C" {
 #define LMC_VERSION_STRING "0.1.0"
 
 /* Version of the frame format written by this library (doc/format.md). */
-#define LMC_FORMAT_VERSION 4   /* this lmc writes 4 and reads 1 to 4 */
+#define LMC_FORMAT_VERSION 5   /* this lmc writes 5 and reads 1 to 5 */
 
 LMC_API unsigned lmc_version_number(void);
 LMC_API const char* lmc_version_string(void);
@@ -128,7 +128,8 @@ LMC_API const char* lmc_format_name(lmc_format f);
 /*-**************************************************************
  * Checksums
  ****************************************************************/
-/* The 64-bit content hash used by frames (XXH3-64, seed 0) of `size` bytes. */
+/* XXH3-64 (seed 0) of `size` bytes: the hash frames use for a reference, each
+ * chunk's content and (format 5) the list of chunk hashes in the footer. */
 LMC_API uint64_t lmc_hash64(const void* data, size_t size);
 
 /* The same hash over data given in pieces (e.g. a file read in windows). */
@@ -284,7 +285,8 @@ struct lmc_frame_stats_s {
     lmc_frame_header header;
     uint64_t content_size;
     uint64_t frame_size;
-    uint64_t content_hash;
+    uint64_t content_hash;           /* the footer's: format 5, XXH3-64 of the chunks' XXH3-64s (doc/format.md,
+                                        "Footer"); formats 1-4, lmc_hash64 of the content */
     uint64_t chunks;
     uint64_t pieces;
     uint64_t pieces_xor;             /* pieces coded as a delta against the reference */

@@ -137,6 +137,28 @@ static TU_UNUSED size_t tu_compress(lmc_cctx* c, uint8_t** out, const void* src,
 }
 
 /*-*** streaming helpers: pieces cycle through a size pattern ***-*/
+/* The footer's content hash of a format-5 frame of `content`, computed here
+ * from the format's rule (doc/format.md, "Footer") and the seek table's
+ * chunk sizes: H64 of the chunks' H64s, each as 8 little-endian bytes. */
+static TU_UNUSED uint64_t tu_frame_content_hash(const uint8_t* frame, size_t fsize, const uint8_t* content)
+{
+    const uint8_t* const foot = frame + fsize - 32;
+    uint64_t n = 0;
+    for (int b = 7; b >= 0; b--) n = n << 8 | foot[b];
+    const uint8_t* e = foot - 12 * n;
+    uint8_t* const hs = (uint8_t*)tu_xmalloc(8 * n + 1);
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++, e += 12) {
+        size_t const cs = (size_t)e[4] | (size_t)e[5] << 8 | (size_t)e[6] << 16 | (size_t)e[7] << 24;
+        uint64_t const h = lmc_hash64(content + off, cs);
+        for (int b = 0; b < 8; b++) hs[8 * i + (uint64_t)b] = (uint8_t)(h >> (8 * b));
+        off += cs;
+    }
+    uint64_t const r = lmc_hash64(hs, 8 * n);
+    free(hs);
+    return r;
+}
+
 static const size_t tu_pieces_default[] = { 1, 7, 777, 65536, 3, 100000 };
 #define TU_NPIECES (sizeof(tu_pieces_default) / sizeof(tu_pieces_default[0]))
 

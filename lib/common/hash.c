@@ -24,21 +24,6 @@ void lmc_hstate_update(XXH3_state_t* st, const void* p, size_t n)
     XXH3_64bits_update(st, p, n);
 }
 
-uint32_t lmc_h32_also(XXH3_state_t* also, const void* p, size_t n)
-{
-    if (!also) return lmc_h32(p, n);
-    XXH3_state_t own;   /* the streaming digest equals XXH3_64bits() of the same bytes */
-    XXH3_64bits_reset(&own);
-    const uint8_t* const b = (const uint8_t*)p;
-    size_t const slice = (size_t)32 << 10;
-    for (size_t o = 0; o < n; o += slice) {
-        size_t const k = n - o < slice ? n - o : slice;
-        lmc_hstate_update(&own, b + o, k);
-        lmc_hstate_update(also, b + o, k);
-    }
-    return (uint32_t)XXH3_64bits_digest(&own);
-}
-
 uint64_t lmc_hash64(const void* data, size_t size) { return lmc_h64(data, size); }
 
 struct lmc_hash_state_s { XXH3_state_t* st; };

@@ -14,11 +14,6 @@ uint64_t lmc_h64(const void* p, size_t n);
 static inline uint32_t lmc_h32(const void* p, size_t n) { return (uint32_t)lmc_h64(p, n); }
 void lmc_hstate_update(XXH3_state_t* st, const void* p, size_t n);
 
-/* lmc_h32(p, n) and, when also != NULL, the same bytes appended to that
- * running hash: one pass in slices, so the second hash reads from cache. On
- * one thread a chunk's checksum and the frame's then cost one trip to memory. */
-uint32_t lmc_h32_also(XXH3_state_t* also, const void* p, size_t n);
-
 /* implemented in hash_avx2.c and hash_avx512.c */
 uint64_t lmc_h64_avx2(const void* p, size_t n);
 void lmc_hstate_update_avx2(XXH3_state_t* st, const void* p, size_t n);

@@ -61,6 +61,7 @@ typedef struct {
     uint8_t*       cbuf;       /* streaming: decoded content */
     size_t         cbuf_cap;
     int            streaming;  /* decode into cbuf rather than into the caller's buffer */
+    uint64_t       hash;       /* H64 of the decoded content */
     size_t         result;
 } dec_job;
 
@@ -219,6 +220,10 @@ static int grow(uint8_t** buf, size_t* cap, size_t need)
     return 0;
 }
 
+/* Frames before format 5 hash the whole content for the footer, not the
+ * chunks' hashes (doc/format.md, "Footer"). */
+static int whole_content_hash(const lmc_dctx* d) { return d->hdr.version < 5; }
+
 static void run_djob(void* arg, size_t i)
 {
     lmc_dctx* const d = (lmc_dctx*)arg;
@@ -237,15 +242,17 @@ static void run_djob(void* arg, size_t i)
         return;
     }
     if (j->streaming) j->dst = j->cbuf;
-    /* the chunk's checksum, and on one thread (jobs then run in frame order)
-     * the frame's, join as the chunk is decoded */
+    /* the chunk's hash joins as the chunk is decoded, and so, for a frame
+     * before format 5 on one thread (jobs then run in frame order), does the
+     * frame's hash of the whole content */
     XXH3_state_t own;
     XXH3_64bits_reset(&own);
-    lmc_content_hashes const hs = { &own, lmc_pool_threads(d->pool) == 1 ? d->hstate : NULL };
+    lmc_content_hashes const hs = { &own, whole_content_hash(d) && lmc_pool_threads(d->pool) == 1 ? d->hstate : NULL };
     j->result = lmc_chunk_decode(ws, j->dst, j->content_size, j->payload, j->payload_size,
                                  d->hdr.has_ref ? d->ref : NULL, d->hdr.has_ref ? d->hdr.ref_size : 0, &hs);
     if (LMC_IS_ERR(j->result)) return;
-    if (lmc_rd32(j->head + 12) != (uint32_t)XXH3_64bits_digest(&own)) j->result = LMC_ERR(CHECKSUM);
+    j->hash = XXH3_64bits_digest(&own);
+    if (lmc_rd32(j->head + 12) != (uint32_t)j->hash) j->result = LMC_ERR(CHECKSUM);
 }
 
 static size_t seek_push(lmc_dctx* d, const dec_job* j)
@@ -265,12 +272,19 @@ static size_t seek_push(lmc_dctx* d, const dec_job* j)
     return 0;
 }
 
-/* A decoded chunk joins the frame, in order: its content joins the frame's
- * checksum (one thread: run_djob did that), its entry the seek table. */
+/* A decoded chunk joins the frame, in order: its hash joins the frame's
+ * (before format 5 its content does, unless run_djob did that on one
+ * thread), its entry the seek table. */
 static size_t account_chunk(lmc_dctx* d, const dec_job* j)
 {
     LMC_FORWARD(j->result);
-    if (lmc_pool_threads(d->pool) > 1) lmc_hstate_update(d->hstate, j->dst, j->content_size);
+    if (!whole_content_hash(d)) {
+        uint8_t h[8];
+        lmc_wr64(h, j->hash);
+        lmc_hstate_update(d->hstate, h, sizeof h);
+    } else if (lmc_pool_threads(d->pool) > 1) {
+        lmc_hstate_update(d->hstate, j->dst, j->content_size);
+    }
     LMC_FORWARD(seek_push(d, j));
     d->total_out += j->content_size;
     return 0;

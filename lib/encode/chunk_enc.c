@@ -315,7 +315,7 @@ static size_t encode_stored(uint8_t* dst, const uint8_t* content, size_t size)
 
 size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const uint8_t* content, size_t size,
                         const lmc_piece* pieces, size_t npieces, const uint8_t* ref,
-                        unsigned coders, int layout, lmc_frame_stats* st)
+                        unsigned coders, int layout, lmc_frame_stats* st, uint64_t* content_hash)
 {
     lmc_frame_stats local;
     memset(&local, 0, sizeof(local));
@@ -346,7 +346,9 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     lmc_wr32(dst, (uint32_t)size);
     lmc_wr32(dst + 4, (uint32_t)payload);
     lmc_wr32(dst + 8, lmc_h32(dst + LMC_CHUNK_HDR_SIZE, payload));
-    lmc_wr32(dst + 12, lmc_h32_also(ws->frame_hash, content, size));
+    uint64_t const h = lmc_h64(content, size);
+    lmc_wr32(dst + 12, (uint32_t)h);
+    *content_hash = h;
     st->pieces += local.pieces; st->pieces_xor += local.pieces_xor; st->pieces_rotated += local.pieces_rotated;
     st->pieces_refmodel += local.pieces_refmodel;
     for (int c = 0; c < LMC_CODER_COUNT; c++) {

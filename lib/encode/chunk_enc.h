@@ -18,7 +18,6 @@ typedef struct {
     uint8_t      tseen[LMC_REFCTX_CONTEXTS];
     uint8_t*     streams;      /* grouped bytes of the current piece */
     size_t       streams_cap;
-    XXH3_state_t* frame_hash;  /* non-NULL: the content also joins this running hash (one thread) */
     int          lean;         /* REFCTX won the chunk's last value block by a wide margin (chunk_enc.c) */
 } lmc_chunk_ws;
 
@@ -31,9 +30,11 @@ static inline size_t lmc_chunk_work_size(size_t content) { return lmc_chunk_boun
 /* Codes the chunk whose content is `content[0..size)` (content offset
  * pieces[0].off) into dst, which has dst_cap >= lmc_chunk_work_size(size)
  * bytes. The result is at most lmc_chunk_bound(size). ref is the whole reference (or NULL). `layout`: 0 auto, 1 grouped,
- * 2 rotated. Adds to *st. Returns the chunk's size. */
+ * 2 rotated. Adds to *st; *content_hash = H64 of the content (its low 32 bits
+ * are the chunk's content checksum; the frame's hash is made of these).
+ * Returns the chunk's size. */
 size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const uint8_t* content, size_t size,
                         const lmc_piece* pieces, size_t npieces, const uint8_t* ref,
-                        unsigned coders, int layout, lmc_frame_stats* st);
+                        unsigned coders, int layout, lmc_frame_stats* st, uint64_t* content_hash);
 
 #endif

@@ -25,7 +25,8 @@ typedef struct {
     const uint8_t*  content;
     size_t          size;
     size_t          result;
-    int             fused;    /* one thread: the job adds its content to the frame checksum */
+    int             serial;   /* one thread: prepare, job and commit run in turn */
+    uint64_t        hash;     /* H64 of the content, for the frame's hash */
     lmc_frame_stats st;
 } enc_job;
 
@@ -284,9 +285,8 @@ static void run_job(void* arg, size_t i)
     enc_job* const j = &c->jobs[i];
     memset(&j->st, 0, sizeof(j->st));
     lmc_chunk_ws* const ws = c->wss[lmc_pool_self(c->pool)];
-    ws->frame_hash = j->fused ? c->hstate : NULL;
     j->result = lmc_chunk_encode(ws, j->dst, j->out_cap, j->content, j->size, j->pieces, j->npieces,
-                                 c->has_ref ? c->ref : NULL, c->coders, c->layout, &j->st);
+                                 c->has_ref ? c->ref : NULL, c->coders, c->layout, &j->st, &j->hash);
 }
 
 static size_t seek_push(lmc_cctx* c, uint32_t frame_size, uint32_t content_size, uint32_t checksum)
@@ -312,12 +312,14 @@ static void add_stats(lmc_frame_stats* a, const lmc_frame_stats* b)
     for (int d = 0; d < LMC_DTYPE_COUNT; d++) { a->dtype_in[d] += b->dtype_in[d]; a->dtype_out[d] += b->dtype_out[d]; }
 }
 
-/* A coded chunk joins the frame, in order: its content joins the frame's
- * checksum (unless the job did that), its entry the seek table. */
+/* A coded chunk joins the frame, in order: its content hash joins the
+ * frame's (doc/format.md, "Footer"), its entry the seek table. */
 static size_t account_chunk(lmc_cctx* c, const enc_job* j)
 {
     LMC_FORWARD(j->result);
-    if (!j->fused) lmc_hstate_update(c->hstate, j->content, j->size);
+    uint8_t h[8];
+    lmc_wr64(h, j->hash);
+    lmc_hstate_update(c->hstate, h, sizeof h);
     LMC_FORWARD(seek_push(c, (uint32_t)j->result, (uint32_t)j->size, lmc_rd32(j->dst + 12)));
     add_stats(&c->stats, &j->st);
     c->stats.chunks++;
@@ -403,12 +405,12 @@ static int os_prepare(void* arg, size_t i, unsigned slot)
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
     if (!r) return 1;
     j->content = x->src + x->pos;
-    j->fused = lmc_pool_threads(c->pool) == 1;   /* one thread: checksum fused into the job */
+    j->serial = lmc_pool_threads(c->pool) == 1;
     /* One thread runs each chunk's prepare, job and commit in turn, so the
      * chunk's place in dst is known: it is coded there when a job buffer's
      * worth of room is left (the same capacity either way, so the same
      * bytes), which saves copying the output (about 3 % of the time). */
-    j->dst = j->fused && x->cap - x->op >= j->out_cap ? x->d + x->op : j->out;
+    j->dst = j->serial && x->cap - x->op >= j->out_cap ? x->d + x->op : j->out;
     x->pos = end;
     return 0;
 }
@@ -529,10 +531,10 @@ static int se_prepare(void* arg, size_t i, unsigned slot)
         memcpy(c->inbuf + c->in_head + c->in_len, x->csrc, more);
         j->content = c->inbuf + c->in_head + c->in_len - have;
     }
-    j->fused = lmc_pool_threads(c->pool) == 1;   /* one thread: checksum fused into the job */
+    j->serial = lmc_pool_threads(c->pool) == 1;
     /* one thread, nothing queued: coded in place in the caller's buffer when
      * a job buffer's worth of room is left (see os_prepare) */
-    j->dst = j->fused && !c->oq_len && x->out->size - x->out->pos >= j->out_cap ? (uint8_t*)x->out->dst + x->out->pos : j->out;
+    j->dst = j->serial && !c->oq_len && x->out->size - x->out->pos >= j->out_cap ? (uint8_t*)x->out->dst + x->out->pos : j->out;
     x->promised += bound;
     x->pos = end;
     return 0;

@@ -579,8 +579,11 @@ static size_t decode_entry(lmc_store* s, const lmc_manifest* m, const lmc_mentry
     r = lmc_get_frame_header(&h, v.p, v.n);
     if (LMC_IS_ERR(r)) goto lib;
     if (v.n < LMC_FRAME_HEADER_SIZE + LMC_FOOTER_SIZE) { r = LMC_ERR(TRUNCATED); goto lib; }
+    /* before format 5 the footer holds H64 of the content, the manifest's
+     * hash; from 5 on a hash of the chunks' hashes, so the content is
+     * checked after decoding */
     fhash = lmc_rd64(v.p + v.n - LMC_FOOTER_SIZE + 16);
-    if (!h.content_size_known || h.content_size != e->content_size || fhash != e->content_hash) {
+    if (!h.content_size_known || h.content_size != e->content_size || (h.version < 5 && fhash != e->content_hash)) {
         r = seterr(s, LMC_ERR(STORE), "step %lld '%s': %s does not hold the content the manifest records (size or hash)",
                    (long long)e->step, e->name, e->frame);
         goto out;
@@ -600,6 +603,11 @@ static size_t decode_entry(lmc_store* s, const lmc_manifest* m, const lmc_mentry
     lmc_dctx_set_ref(s->dctx, NULL, 0);
     if (LMC_IS_ERR(r)) goto lib;
     if (r != e->content_size) { r = LMC_ERR(SIZE_MISMATCH); goto lib; }
+    if (h.version >= 5 && lmc_h64(dst, (size_t)e->content_size) != e->content_hash) {
+        r = seterr(s, LMC_ERR(STORE), "step %lld '%s': %s does not hold the content the manifest records (size or hash)",
+                   (long long)e->step, e->name, e->frame);
+        goto out;
+    }
     r = 0;
     goto out;
 lib:
@@ -809,7 +817,7 @@ static size_t encode_frame(lmc_store* s, lmc_manifest* m, const void* src, size_
     if (LMC_IS_ERR(r)) { unlinkat(s->dirfd, tmp, 0); unlinkat(s->dirfd, e->frame, 0); goto done; }
     e->frame_size = total;
     e->content_size = size;
-    e->content_hash = st.content_hash;
+    e->content_hash = lmc_h64(size ? src : k_empty, size);   /* the file's H64, not the frame's hash (format 5) */
     m->next_id++;
     r = 0;
 done:

@@ -64,7 +64,8 @@ def _data_buf(obj, what="data"):
 
 
 def hash64(data):
-    """XXH3-64 (seed 0) of `data`, the content hash recorded in frames."""
+    """XXH3-64 (seed 0) of `data`: the reference hash a delta frame records
+    (a frame's own content_hash, from format 5, hashes its chunks' hashes)."""
     with _data_buf(data) as b:
         return lib.lmc_hash64(b.addr, b.size)
 
