@@ -191,6 +191,56 @@ static void test_corruption(void** state)
     lmc_store_close(s);
 }
 
+/* Format 5 frames' footers hash the chunks' hashes, not the file, so the
+ * store checks each decoded frame against the manifest's hash of the file:
+ * a frame file replaced by another valid frame of the same size (random
+ * bytes, stored raw) must not restore as the other content. */
+static void test_swapped_frame(void** state)
+{
+    lmc_store* s = NULL;
+    char* d = sub("swap");
+    lmc_store_entry ea, eb;
+    char pa[600], pb[600];
+    size_t const n = 200000;
+    unsigned char* const a = (unsigned char*)tu_xmalloc(n);
+    unsigned char* const b = (unsigned char*)tu_xmalloc(n);
+    unsigned char* const out = (unsigned char*)tu_xmalloc(n);
+    (void)state;
+    tu_fill_random(a, n, 1);
+    tu_fill_random(b, n, 2);
+    assert_int_equal(lmc_store_init(d), 0);
+    assert_int_equal(lmc_store_open(&s, d), 0);
+    lmc_store_set_param(s, LMC_STORE_P_FSYNC, 0);
+    assert_false(lmc_is_error(lmc_store_add_buffer(s, a, n, 0, 1, "a")));
+    assert_false(lmc_is_error(lmc_store_add_buffer(s, b, n, 0, 1, "b")));
+    assert_int_equal(lmc_store_get(s, 0, &ea), 0);
+    assert_int_equal(lmc_store_get(s, 1, &eb), 0);
+    assert_string_equal(ea.name, "a");
+    assert_int_equal(ea.frame_size, eb.frame_size);
+    assert_int_equal(lmc_store_restore_buffer(s, 0, "a", out, n, NULL), n);
+    assert_memory_equal(out, a, n);
+    snprintf(pa, sizeof pa, "%s/%s", d, ea.frame);
+    snprintf(pb, sizeof pb, "%s/%s", d, eb.frame);
+    {
+        size_t fn = 0;
+        uint8_t* const fb = tu_read_file(pb, &fn);
+        FILE* const f = fopen(pa, "wb");
+        assert_non_null(fb);
+        assert_non_null(f);
+        assert_int_equal(fwrite(fb, 1, fn, f), fn);
+        fclose(f);
+        free(fb);
+    }
+    {
+        size_t const r = lmc_store_restore_buffer(s, 0, "a", out, n, NULL);
+        assert_int_equal(lmc_get_error(r), LMC_ERR_STORE);
+        assert_non_null(strstr(lmc_store_last_error(s), "does not hold the content"));
+        assert_int_equal(lmc_get_error(lmc_store_verify(s)), LMC_ERR_STORE);
+    }
+    lmc_store_close(s);
+    free(a); free(b); free(out);
+}
+
 static void write_text(const char* path, const char* text)
 {
     FILE* f = fopen(path, "wb");
@@ -260,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_rm_prune),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_hostile_manifest),
+        cmocka_unit_test(test_swapped_frame),
     };
     int r;
     make_snaps();
