@@ -136,7 +136,7 @@ def compress_file(src, dst=None, ref=None, threads=None, format=None, dtype=None
         if _stat.S_ISREG(st.st_mode):
             check(lib.lmc_cctx_set_param(c.p, _lib.LMC_P_CONTENT_SIZE, st.st_size), "content size")
         with AtomicFile(dst) as out:
-            _codec.drive_compress(c, _codec.file_reader(f), _codec.fd_writer(out.fd))
+            _codec.drive_compress(c, _codec.file_reader(f), _codec.fd_writer(out.fd), write_behind=True)
     return dst
 
 
@@ -156,7 +156,7 @@ def decompress_file(src, dst=None, ref=None, threads=None):
     with as_buf(ref) as rb, DCtx(threads, rb) as d, open(src, "rb", buffering=0) as f:
         try:
             with AtomicFile(dst) as out:
-                _codec.drive_decompress(d, _codec.file_reader(f), _codec.fd_writer(out.fd))
+                _codec.drive_decompress(d, _codec.file_reader(f), _codec.fd_writer(out.fd), write_behind=True)
         except LmcError as e:
             if e.detail is None:
                 e.detail = src

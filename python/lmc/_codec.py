@@ -3,6 +3,8 @@
 import ctypes
 import mmap
 import os
+import queue
+import threading
 
 from . import _lib
 from ._lib import lib, check, LmcError
@@ -222,8 +224,77 @@ class DCtx(_Ctx):
 # write(addr, size) consumes output.
 
 
-def drive_compress(cctx, read, write):
-    staging = ctypes.create_string_buffer(STREAM_OUT)
+class _Staging(object):
+    """Output staging for drive_*: take() a buffer's address, give(n) back
+    the n bytes coded into it. Plain: one buffer, written at once. With a
+    writer thread (write_behind): two buffers, the one just filled written
+    while the coder fills the other, so that writing a file no longer waits
+    for the coder nor the coder for the writes (both release the GIL). The
+    writes stay in order; a write's exception is raised by the next take()
+    or by close()."""
+
+    def __init__(self, write, write_behind):
+        self.write = write
+        self.bufs = [ctypes.create_string_buffer(STREAM_OUT) for _ in range(2 if write_behind else 1)]
+        self.cur = 0
+        self.thread = None
+        if write_behind:
+            self.err = None
+            self.free = queue.Queue()
+            self.todo = queue.Queue()
+            self.free.put(1)
+            self.thread = threading.Thread(target=self._run, name="lmc-writer", daemon=True)
+            self.thread.start()
+
+    def _run(self):
+        while True:
+            job = self.todo.get()
+            if job is None:
+                return
+            i, n = job
+            if self.err is None:
+                try:
+                    self.write(ctypes.addressof(self.bufs[i]), n)
+                except BaseException as e:     # raised on the caller's thread
+                    self.err = e
+            self.free.put(i)
+
+    def take(self):
+        return ctypes.addressof(self.bufs[self.cur])
+
+    def give(self, n):
+        if self.thread is None:
+            if n:
+                self.write(ctypes.addressof(self.bufs[0]), n)
+            return
+        if n:
+            self.todo.put((self.cur, n))
+            self.cur = self.free.get()
+        if self.err is not None:
+            raise self.err
+
+    def close(self, ok=True):
+        """Waits for the writes; raises the first write error when ok."""
+        if self.thread is not None:
+            self.todo.put(None)
+            self.thread.join()
+            self.thread = None
+            if ok and self.err is not None:
+                raise self.err
+
+
+def drive_compress(cctx, read, write, write_behind=False):
+    """write_behind: write on a thread while coding (for files; see _Staging)."""
+    staging = _Staging(write, write_behind)
+    try:
+        _compress_steps(cctx, read, staging)
+    except BaseException:
+        staging.close(ok=False)
+        raise
+    staging.close()
+
+
+def _compress_steps(cctx, read, staging):
     out = _lib.lmc_outbuf()
     inb = _lib.lmc_inbuf()
     while True:
@@ -233,7 +304,7 @@ def drive_compress(cctx, read, write):
         stuck = 0
         while True:
             before = inb.pos
-            out.dst, out.size, out.pos = ctypes.addressof(staging), STREAM_OUT, 0
+            out.dst, out.size, out.pos = staging.take(), STREAM_OUT, 0
             r = check(lib.lmc_compress_stream(cctx.p, ctypes.byref(out), ctypes.byref(inb), end))
             if r != 0 and inb.pos == before and out.pos == 0:
                 stuck += 1
@@ -241,16 +312,26 @@ def drive_compress(cctx, read, write):
                     raise LmcError(1, None, "the compressor makes no progress")
             else:
                 stuck = 0
-            if out.pos:
-                write(ctypes.addressof(staging), out.pos)
-            if (r == 0) if end else (inb.pos == inb.size and out.pos < out.size):
+            full = out.pos == out.size
+            staging.give(out.pos)
+            if (r == 0) if end else (inb.pos == inb.size and not full):
                 break
         if end:
             return
 
 
-def drive_decompress(dctx, read, write):
-    staging = ctypes.create_string_buffer(STREAM_OUT)
+def drive_decompress(dctx, read, write, write_behind=False):
+    """write_behind: write on a thread while decoding (for files; see _Staging)."""
+    staging = _Staging(write, write_behind)
+    try:
+        _decompress_steps(dctx, read, staging)
+    except BaseException:
+        staging.close(ok=False)
+        raise
+    staging.close()
+
+
+def _decompress_steps(dctx, read, staging):
     out = _lib.lmc_outbuf()
     inb = _lib.lmc_inbuf()
     done = False
@@ -266,7 +347,7 @@ def drive_decompress(dctx, read, write):
         stuck = 0
         while True:
             before = inb.pos
-            out.dst, out.size, out.pos = ctypes.addressof(staging), STREAM_OUT, 0
+            out.dst, out.size, out.pos = staging.take(), STREAM_OUT, 0
             r = check(lib.lmc_decompress_stream(dctx.p, ctypes.byref(out), ctypes.byref(inb)))
             total_in += inb.pos - before
             if r != 0 and inb.pos == before and out.pos == 0 and inb.pos < inb.size:
@@ -275,14 +356,14 @@ def drive_decompress(dctx, read, write):
                     raise LmcError(1, None, "the decompressor makes no progress")
             else:
                 stuck = 0
-            if out.pos:
-                write(ctypes.addressof(staging), out.pos)
+            full = out.pos == out.size
+            staging.give(out.pos)
             if r == 0:
                 done = True
                 if inb.pos < inb.size:
                     raise LmcError(_lib.LMC_ERR_TRAILING)
                 break
-            if inb.pos == inb.size and out.pos < out.size:
+            if inb.pos == inb.size and not full:
                 break
         if eof:
             if done:

@@ -299,7 +299,7 @@ def save(state_dict, path, ref=None, threads=None, metadata=None):
             def write(a, n):
                 written[0] += n
                 w(a, n)
-            _codec.drive_compress(c, read, write)
+            _codec.drive_compress(c, read, write, write_behind=True)
     return written[0]
 
 

@@ -1,11 +1,14 @@
 """lmc bytes and file API: round trips, references, errors, frame_info."""
 
+import ctypes
 import os
 import random
 import struct
+import threading
 import unittest
 
 import lmc
+from lmc import _codec
 from ._util import TempDirCase, read, REPO
 
 
@@ -182,6 +185,61 @@ class TestBytes(unittest.TestCase):
         self.assertEqual(info["content_size"], len(data))
         self.assertIn("bf16", info["dtypes"])
         self.assertGreater(info["chunks"], 0)
+
+
+class TestWriteBehind(unittest.TestCase):
+    """The file paths (lmc.save, compress_file, decompress_file) write on a
+    thread while the coder runs: the writes must come in order, the same
+    bytes as writing in line, and a write's exception must reach the caller
+    with no write after it."""
+
+    def _compress(self, data, write, write_behind):
+        with _codec.Buf(data) as b, _codec.CCtx(1) as c:
+            _codec.drive_compress(c, _codec.buf_reader(b), write, write_behind=write_behind)
+
+    def _collect(self, parts, threads):
+        def write(addr, n):
+            threads.add(threading.current_thread().name)
+            parts.append(ctypes.string_at(addr, n))
+        return write
+
+    def test_same_bytes_in_order(self):
+        data = _rand(13 << 20, 9)          # incompressible: 4 staging buffers of output
+        inline, behind, names = [], [], set()
+        self._compress(data, self._collect(inline, set()), False)
+        self._compress(data, self._collect(behind, names), True)
+        self.assertGreaterEqual(len(behind), 4)
+        self.assertEqual(b"".join(behind), b"".join(inline))
+        self.assertEqual(names, {"lmc-writer"})
+        out, names = [], set()
+        frame = b"".join(behind)
+        with _codec.Buf(frame) as fb, _codec.DCtx(1) as d:
+            _codec.drive_decompress(d, _codec.buf_reader(fb), self._collect(out, names), write_behind=True)
+        self.assertEqual(b"".join(out), data)
+        self.assertEqual(names, {"lmc-writer"})
+
+    def test_write_error_reaches_the_caller(self):
+        data = _rand(13 << 20, 10)
+        for fail_at in (1, 2, 4):
+            calls = [0]
+
+            def write(addr, n):
+                calls[0] += 1
+                if calls[0] == fail_at:
+                    raise OSError(28, "No space left on device")
+            with self.assertRaises(OSError) as cm:
+                self._compress(data, write, True)
+            self.assertEqual(cm.exception.errno, 28)
+            self.assertEqual(calls[0], fail_at)
+
+    def test_coder_error_stops_the_writer(self):
+        frame = bytearray(lmc.compress(_rand(13 << 20, 11), threads=1))
+        frame[len(frame) // 2] ^= 1
+        before = threading.active_count()
+        with self.assertRaises(lmc.LmcError):
+            with _codec.Buf(bytes(frame)) as fb, _codec.DCtx(1) as d:
+                _codec.drive_decompress(d, _codec.buf_reader(fb), lambda a, n: None, write_behind=True)
+        self.assertEqual(threading.active_count(), before)
 
 
 class TestFiles(TempDirCase):
