@@ -135,8 +135,12 @@ def compress_file(src, dst=None, ref=None, threads=None, format=None, dtype=None
         st = os.fstat(f.fileno())
         if _stat.S_ISREG(st.st_mode):
             check(lib.lmc_cctx_set_param(c.p, _lib.LMC_P_CONTENT_SIZE, st.st_size), "content size")
-        with AtomicFile(dst) as out:
-            _codec.drive_compress(c, _codec.file_reader(f), _codec.fd_writer(out.fd), write_behind=True)
+        read = _codec.file_reader(f, read_ahead=True)
+        try:
+            with AtomicFile(dst) as out:
+                _codec.drive_compress(c, read, _codec.fd_writer(out.fd), write_behind=True)
+        finally:
+            read.close()
     return dst
 
 
@@ -154,14 +158,17 @@ def decompress_file(src, dst=None, ref=None, threads=None):
     if _same_file(src, dst):
         raise ValueError("source and destination are the same file: %s" % dst)
     with as_buf(ref) as rb, DCtx(threads, rb) as d, open(src, "rb", buffering=0) as f:
+        read = _codec.file_reader(f, read_ahead=True)
         try:
             with AtomicFile(dst) as out:
-                _codec.drive_decompress(d, _codec.file_reader(f), _codec.fd_writer(out.fd), write_behind=True)
+                _codec.drive_decompress(d, read, _codec.fd_writer(out.fd), write_behind=True)
         except LmcError as e:
             if e.detail is None:
                 e.detail = src
                 e.args = ("%s: %s" % (src, e.name),)
             raise
+        finally:
+            read.close()
     return dst
 
 

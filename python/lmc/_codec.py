@@ -385,21 +385,77 @@ def buf_reader(buf):
     return read
 
 
-def file_reader(f):
-    staging = bytearray(STREAM_IN)
-    arr = (ctypes.c_char * STREAM_IN).from_buffer(staging)
-    addr = ctypes.addressof(arr)
-    mv = memoryview(staging)
+def file_reader(f, read_ahead=False):
+    """read() for drive_*: f's bytes in pieces of STREAM_IN; a piece stays
+    valid until the next call. read_ahead: a thread reads the next piece
+    into a second buffer meanwhile (file reads release the GIL, as the
+    coder does); its read error is raised by read(). Call read.close() when
+    done (it stops the thread; harmless without one)."""
+    bufs = []
+    for _ in range(2 if read_ahead else 1):
+        staging = bytearray(STREAM_IN)
+        arr = (ctypes.c_char * STREAM_IN).from_buffer(staging)
+        bufs.append((staging, arr, ctypes.addressof(arr), memoryview(staging)))
 
-    def read():
+    def fill(mv):
         n = 0
         while n < STREAM_IN:       # fill the buffer: short reads are not the end
             k = f.readinto(mv[n:])
             if not k:
                 break
             n += k
-        return (addr, n)
-    read._keep = (staging, arr, mv)
+        return n
+
+    if not read_ahead:
+        def read():
+            return (bufs[0][2], fill(bufs[0][3]))
+        read.close = lambda: None
+        read._keep = bufs
+        return read
+
+    free, ready = queue.Queue(), queue.Queue()
+    state = {"held": None, "stop": False}
+
+    def run():
+        i = 0
+        while True:
+            if free.get() is None or state["stop"]:
+                return
+            try:
+                n = fill(bufs[i][3])
+            except BaseException as e:    # raised on the caller's thread
+                ready.put(e)
+                return
+            ready.put((i, n))
+            if n == 0:
+                return
+            i ^= 1
+
+    def read():
+        if state["held"] is not None:
+            free.put(True)                # the caller is done with that piece
+        got = ready.get()
+        if isinstance(got, BaseException):
+            state["held"] = None
+            raise got
+        i, n = got
+        state["held"] = i
+        if n == 0:
+            ready.put(got)                # the end, again for a further call
+            state["held"] = None
+        return (bufs[i][2], n)
+
+    def close():
+        state["stop"] = True
+        free.put(None)
+        t.join()
+
+    free.put(True)
+    free.put(True)
+    t = threading.Thread(target=run, name="lmc-reader", daemon=True)
+    t.start()
+    read.close = close
+    read._keep = bufs
     return read
 
 

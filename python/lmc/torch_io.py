@@ -441,14 +441,17 @@ def load(path, ref=None, threads=None):
         head = f.read(_lib.FRAME_HEADER_SIZE)
         if _codec.is_frame_prefix(head):
             with resolve_ref(ref, threads) as rb:
+                f.seek(0)
+                read = _codec.file_reader(f, read_ahead=True)
                 try:
-                    f.seek(0)
-                    sd = _load_in_place(head, _codec.file_reader(f), rb, threads, path)
+                    sd = _load_in_place(head, read, rb, threads, path)
                 except LmcError as e:
                     if e.detail is None:
                         e.detail = path
                         e.args = ("%s: %s" % (path, e.name),)
                     raise
+                finally:
+                    read.close()
             if sd is not None:
                 return sd
     return deserialize(load_bytes(path, ref, threads))

@@ -5,6 +5,7 @@ import os
 import random
 import struct
 import threading
+import time
 import unittest
 
 import lmc
@@ -239,6 +240,61 @@ class TestWriteBehind(unittest.TestCase):
         with self.assertRaises(lmc.LmcError):
             with _codec.Buf(bytes(frame)) as fb, _codec.DCtx(1) as d:
                 _codec.drive_decompress(d, _codec.buf_reader(fb), lambda a, n: None, write_behind=True)
+        self.assertEqual(threading.active_count(), before)
+
+
+class TestReadAhead(TempDirCase):
+    """file_reader(read_ahead=True), as lmc.load, compress_file and
+    decompress_file use it: the pieces of the file in order, each intact
+    until the next read() although a thread reads on meanwhile; a read
+    error raised by read(); close() ends the thread."""
+
+    def test_pieces_in_order_and_intact(self):
+        data = _rand(3 * _codec.STREAM_IN + 12345, 12)
+        path = self.p("f")
+        with open(path, "wb") as f:
+            f.write(data)
+        before = threading.active_count()
+        with open(path, "rb", buffering=0) as f:
+            read = _codec.file_reader(f, read_ahead=True)
+            got, pos = [], 0
+            while True:
+                addr, n = read()
+                if n == 0:
+                    break
+                time.sleep(0.02)          # the thread may fill the other buffer meanwhile
+                self.assertEqual(ctypes.string_at(addr, n), data[pos:pos + n])
+                got.append(n)
+                pos += n
+            self.assertEqual(read()[1], 0)            # the end stays the end
+            read.close()
+        self.assertEqual(pos, len(data))
+        self.assertEqual(got, [_codec.STREAM_IN] * 3 + [12345])
+        self.assertEqual(threading.active_count(), before)
+
+    def test_read_error_and_early_close(self):
+        class Failing(object):
+            def __init__(self):
+                self.calls = 0
+
+            def readinto(self, mv):
+                self.calls += 1
+                if self.calls == 3:
+                    raise OSError(5, "Input/output error")
+                mv[:10] = b"0123456789"
+                return 10
+        read = _codec.file_reader(Failing(), read_ahead=True)
+        with self.assertRaises(OSError) as cm:
+            for _ in range(5):
+                read()
+        self.assertEqual(cm.exception.errno, 5)
+        read.close()
+        # a reader closed before the end (a decoding error) stops too
+        before = threading.active_count()
+        with open(__file__, "rb") as f:
+            read = _codec.file_reader(f, read_ahead=True)
+            read()
+            read.close()
         self.assertEqual(threading.active_count(), before)
 
 
