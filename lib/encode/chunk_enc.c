@@ -180,12 +180,14 @@ static size_t sample_xor_estimate(const uint8_t* src, const uint8_t* r, size_t m
 }
 
 /* Layout 2: value blocks, each REFCTX or GROUPED (XOR or plain), whichever
- * is smaller. After a block that REFCTX won by more than an eighth (in this
- * piece or an earlier one of the chunk: a file's tensors of one kind behave
- * alike), the next one runs REFCTX's pass first and checks it only against
- * the sampled XOR bytes (the token and plain-value sampling is what costs);
- * if that is not a clear REFCTX win either, the full sample decides as
- * usual. */
+ * is smaller. After a block that REFCTX won by more than a thirty-second
+ * (in this piece or an earlier one of the chunk: a file's tensors of one
+ * kind behave alike), the next one runs REFCTX's pass first and checks it
+ * only against the sampled XOR bytes (the token and plain-value sampling is
+ * what costs); if that is not a clear REFCTX win either, the full sample
+ * decides as usual. (An eighth until 2026-12-01: fp32 weight deltas, which
+ * REFCTX wins by about a twentieth, then sampled every block in full; the
+ * 18 deltas of bench/data/traj-3m and data/trajectory came out the same.) */
 static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const uint8_t* r,
                                 size_t n, unsigned w, int rot, unsigned coders, lmc_frame_stats* st)
 {
@@ -215,7 +217,7 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         size_t sz = 0;
         if (rc_est != SIZE_MAX && g_est > rc_est + rc_est / 32) {
             sz = lmc_refctx_encode(&ws->rc, p, worst);
-            lean = sz && g_est > rc_est + rc_est / 8;
+            lean = sz && g_est > rc_est + rc_est / 32;
             if (sz) { add_block_stat(st, LMC_CODER_REFCTX, m * w, sz); p += sz; continue; }
         }
         lean = 0;
