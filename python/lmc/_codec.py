@@ -283,15 +283,19 @@ class _Staging(object):
                 raise self.err
 
 
-def drive_compress(cctx, read, write, write_behind=False):
-    """write_behind: write on a thread while coding (for files; see _Staging)."""
+def _drive(steps, ctx, read, write, write_behind):
     staging = _Staging(write, write_behind)
     try:
-        _compress_steps(cctx, read, staging)
+        steps(ctx, read, staging)
     except BaseException:
         staging.close(ok=False)
         raise
     staging.close()
+
+
+def drive_compress(cctx, read, write, write_behind=False):
+    """write_behind: write on a thread while coding (for files; see _Staging)."""
+    _drive(_compress_steps, cctx, read, write, write_behind)
 
 
 def _compress_steps(cctx, read, staging):
@@ -322,13 +326,7 @@ def _compress_steps(cctx, read, staging):
 
 def drive_decompress(dctx, read, write, write_behind=False):
     """write_behind: write on a thread while decoding (for files; see _Staging)."""
-    staging = _Staging(write, write_behind)
-    try:
-        _decompress_steps(dctx, read, staging)
-    except BaseException:
-        staging.close(ok=False)
-        raise
-    staging.close()
+    _drive(_decompress_steps, dctx, read, write, write_behind)
 
 
 def _decompress_steps(dctx, read, staging):
