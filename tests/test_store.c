@@ -249,6 +249,78 @@ static void write_text(const char* path, const char* text)
     fclose(f);
 }
 
+/* Contents of several of the store's 8 MiB windows, bf16 weights drifting,
+ * through the API: the store drops pages of its own files behind its work
+ * (contents decoded on the way, the restored file) but never the caller's
+ * memory (add_buffer's source, restore_buffer's destination). */
+static void test_large_contents(void** state)
+{
+    enum { BIG = (20 << 20) + 334, NB = 4 };
+    unsigned char* v[NB];
+    unsigned char* keep[NB];
+    lmc_store* s = NULL;
+    char d[512], out_path[512];
+    (void)state;
+    snprintf(d, sizeof d, "%s", sub("big"));
+    snprintf(out_path, sizeof out_path, "%s", sub("big.out"));
+    for (int k = 0; k < NB; k++) {
+        v[k] = (unsigned char*)tu_xmalloc(BIG);
+        if (k == 0) tu_fill_gauss(v[0], BIG, 2, 7);
+        else tu_perturb(v[k], v[k - 1], BIG, 2, 3, 100 + (uint64_t)k);
+        keep[k] = (unsigned char*)tu_xmalloc(BIG);
+        memcpy(keep[k], v[k], BIG);
+    }
+    for (int threads = 1; threads <= 2; threads++) {
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+        assert_int_equal(system(cmd), 0);
+        assert_int_equal(lmc_store_init(d), 0);
+        assert_int_equal(lmc_store_open(&s, d), 0);
+        lmc_store_set_param(s, LMC_STORE_P_FSYNC, 0);
+        lmc_store_set_param(s, LMC_STORE_P_THREADS, threads);
+        if (threads == 2) lmc_store_set_param(s, LMC_STORE_P_CACHE, 0);   /* deltas decode their parent chain */
+        for (int k = 0; k < NB; k++) {
+            size_t const r = lmc_store_add_buffer(s, v[k], BIG, k, 10, "m");
+            assert_false(lmc_is_error(r));
+            assert_true(r < BIG / 2 || k == 0);
+            assert_memory_equal(v[k], keep[k], BIG);   /* the source is untouched */
+        }
+        {
+            unsigned char* out = (unsigned char*)tu_xmalloc(BIG);
+            unsigned frames = 0;
+            assert_int_equal(lmc_store_restore_buffer(s, NB - 1, "m", out, BIG, &frames), BIG);
+            assert_int_equal(frames, NB);
+            assert_memory_equal(out, keep[NB - 1], BIG);
+            free(out);
+        }
+        {
+            size_t n = 0;
+            uint8_t* f;
+            size_t const r = lmc_store_restore_file(s, 2, "m", out_path, NULL);
+            if (r != BIG) fprintf(stderr, "restore_file: %s\n", lmc_store_last_error(s));
+            assert_int_equal(r, BIG);
+            f = tu_read_file(out_path, &n);
+            assert_int_equal(n, BIG);
+            assert_memory_equal(f, keep[2], BIG);
+            free(f);
+        }
+        assert_int_equal(lmc_store_verify(s), 0);
+        assert_int_equal(lmc_store_rm(s, 1), 1);   /* step 2 re-encoded against step 0 */
+        {
+            unsigned char* out = (unsigned char*)tu_xmalloc(BIG);
+            assert_int_equal(lmc_store_restore_buffer(s, 3, "m", out, BIG, NULL), BIG);
+            assert_memory_equal(out, keep[3], BIG);
+            assert_int_equal(lmc_store_restore_buffer(s, 2, "m", out, BIG, NULL), BIG);
+            assert_memory_equal(out, keep[2], BIG);
+            free(out);
+        }
+        assert_int_equal(lmc_store_verify(s), 0);
+        lmc_store_close(s);
+        s = NULL;
+    }
+    for (int k = 0; k < NB; k++) { free(v[k]); free(keep[k]); }
+}
+
 static void test_hostile_manifest(void** state)
 {
     static const char* bad[] = {
@@ -311,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_hostile_manifest),
         cmocka_unit_test(test_swapped_frame),
+        cmocka_unit_test(test_large_contents),
     };
     int r;
     make_snaps();
