@@ -413,6 +413,12 @@ LMC_API size_t lmc_store_restore_file(lmc_store* s, int64_t step, const char* na
                                       const char* out_path, unsigned* frames_decoded);
 LMC_API size_t lmc_store_restore_buffer(lmc_store* s, int64_t step, const char* name,
                                         void* dst, size_t dstCapacity, unsigned* frames_decoded);
+/* The same into `fd`, an open regular file (read and write): the content
+ * from offset 0, the file sized to it; the file offset is not used. For a
+ * caller that wants the content in no named file (e.g. one opened with
+ * O_TMPFILE) and out of its heap. On error the file's content is undefined. */
+LMC_API size_t lmc_store_restore_fd(lmc_store* s, int64_t step, const char* name,
+                                    int fd, unsigned* frames_decoded);
 
 /* One snapshot, as listed by lmc_store_get. Strings are owned by the store and
  * valid until the next call that changes it (add, rm, prune) or close. */

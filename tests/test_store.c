@@ -304,6 +304,34 @@ static void test_large_contents(void** state)
             assert_memory_equal(f, keep[2], BIG);
             free(f);
         }
+        {
+            /* into an open file that held more than the content: sized to it */
+            char tmpl[512];
+            int fd, pfd[2];
+            unsigned frames = 0;
+            unsigned char* junk = (unsigned char*)tu_xmalloc(BIG + 4096);
+            size_t n = 0;
+            uint8_t* f;
+            snprintf(tmpl, sizeof tmpl, "%s", sub("fdout-XXXXXX"));
+            fd = mkstemp(tmpl);
+            assert_true(fd >= 0);
+            memset(junk, 0xA5, BIG + 4096);
+            assert_int_equal(write(fd, junk, BIG + 4096), BIG + 4096);
+            free(junk);
+            assert_int_equal(lmc_store_restore_fd(s, 1, "m", fd, &frames), BIG);
+            assert_int_equal(frames, 2);
+            assert_int_equal(lmc_get_error(lmc_store_restore_fd(s, 9, "m", fd, NULL)), LMC_ERR_NOT_FOUND);
+            close(fd);
+            f = tu_read_file(tmpl, &n);
+            assert_int_equal(n, BIG);
+            assert_memory_equal(f, keep[1], BIG);
+            free(f);
+            unlink(tmpl);
+            assert_int_equal(lmc_get_error(lmc_store_restore_fd(s, 1, "m", -1, NULL)), LMC_ERR_PARAM);
+            assert_int_equal(pipe(pfd), 0);
+            assert_int_equal(lmc_get_error(lmc_store_restore_fd(s, 1, "m", pfd[1], NULL)), LMC_ERR_PARAM);
+            close(pfd[0]); close(pfd[1]);
+        }
         assert_int_equal(lmc_store_verify(s), 0);
         assert_int_equal(lmc_store_rm(s, 1), 1);   /* step 2 re-encoded against step 0 */
         {

@@ -873,55 +873,80 @@ static int create_tmp_next_to(const char* path, char* tmp, size_t cap)
     return -1;
 }
 
+/* Restores entry i into the open file fd from offset 0 (sized to the content,
+ * its blocks reserved first where the file system can: a full disk fails
+ * here, not as a SIGBUS in the mapping), through a shared mapping whose pages
+ * are dropped behind the decoder. `what` names the file in messages. */
+static size_t restore_to_fd(lmc_store* s, long i, int fd, const char* what, unsigned* frames)
+{
+    uint64_t const n = s->m.e[i].content_size;
+    size_t r;
+    if (n > (uint64_t)SIZE_MAX || n > (uint64_t)INT64_MAX) return seterr(s, LMC_ERR(LIMIT), "file too large for this system");
+    if (ftruncate(fd, (off_t)n) != 0) return io_err(s, "cannot size", what);
+    if (n > 0) {
+        void* map;
+        cbuf d;
+        if (fallocate(fd, 0, 0, (off_t)n) != 0 && errno != EOPNOTSUPP && errno != ENOSYS)
+            return io_err(s, "cannot extend", what);
+        map = mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) return io_err(s, "cannot map", what);
+        d = cbuf_borrow(map, (size_t)n, 1);
+        r = restore_chain(s, &s->m, i, &d, NULL, -1, NULL, frames);
+        if (munmap(map, (size_t)n) != 0 && !LMC_IS_ERR(r)) r = io_err(s, "cannot write", what);
+    } else {
+        unsigned char one;
+        cbuf const d = cbuf_borrow(&one, 0, 0);
+        r = restore_chain(s, &s->m, i, &d, NULL, -1, NULL, frames);
+    }
+    return r;
+}
+
 size_t lmc_store_restore_file(lmc_store* s, int64_t step, const char* name, const char* out_path, unsigned* frames)
 {
     long i;
     size_t r;
     char tmp[4200];
     int fd;
-    uint64_t n;
-    void* map = NULL;
     if (frames) *frames = 0;
     if (!s || !out_path || !*out_path) return LMC_ERR(PARAM);
     r = begin_read(s);
     if (LMC_IS_ERR(r)) return r;
     i = find_entry(s, step, name);
     if (i < 0) { unlock_store(s); return i == -2 ? LMC_ERR(PARAM) : LMC_ERR(NOT_FOUND); }
-    n = s->m.e[i].content_size;
-    if (n > (uint64_t)SIZE_MAX || n > (uint64_t)INT64_MAX) { unlock_store(s); return seterr(s, LMC_ERR(LIMIT), "file too large for this system"); }
     fd = create_tmp_next_to(out_path, tmp, sizeof tmp);
     if (fd < 0) { r = io_err(s, "cannot create a temporary file for", out_path); unlock_store(s); return r; }
-    if (n > 0) {
-        cbuf d;
-        /* blocks reserved first: a full disk fails here, not as a SIGBUS in
-         * the mapping (file systems without fallocate: as before) */
-        if (fallocate(fd, 0, 0, (off_t)n) != 0) {
-            if (errno != EOPNOTSUPP && errno != ENOSYS) { r = io_err(s, "cannot extend", tmp); goto fail; }
-            if (ftruncate(fd, (off_t)n) != 0) { r = io_err(s, "cannot extend", tmp); goto fail; }
-        }
-        map = mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED) { map = NULL; r = io_err(s, "cannot map", tmp); goto fail; }
-        d = cbuf_borrow(map, (size_t)n, 1);
-        r = restore_chain(s, &s->m, i, &d, NULL, -1, NULL, frames);
-        if (munmap(map, (size_t)n) != 0 && !LMC_IS_ERR(r)) r = io_err(s, "cannot write", tmp);
-        map = NULL;
-    } else {
-        unsigned char one;
-        cbuf const d = cbuf_borrow(&one, 0, 0);
-        r = restore_chain(s, &s->m, i, &d, NULL, -1, NULL, frames);
-    }
+    r = restore_to_fd(s, i, fd, tmp, frames);
     if (LMC_IS_ERR(r)) goto fail;
     if (s->fsync_on && fsync(fd) != 0) { r = io_err(s, "cannot write", tmp); goto fail; }
     if (close(fd) != 0) { fd = -1; r = io_err(s, "cannot write", tmp); goto fail; }
     fd = -1;
     if (rename(tmp, out_path) != 0) { r = io_err(s, "cannot rename into place", out_path); goto fail; }
     unlock_store(s);
-    return (size_t)n;
+    return (size_t)s->m.e[i].content_size;
 fail:
     if (fd >= 0) close(fd);
     unlink(tmp);
     unlock_store(s);
     return r;
+}
+
+size_t lmc_store_restore_fd(lmc_store* s, int64_t step, const char* name, int fd, unsigned* frames)
+{
+    long i;
+    size_t r;
+    struct stat st;
+    if (frames) *frames = 0;
+    if (!s || fd < 0) return LMC_ERR(PARAM);
+    s->err[0] = 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return seterr(s, LMC_ERR(PARAM), "restore_fd: descriptor %d is not an open regular file", fd);
+    r = begin_read(s);
+    if (LMC_IS_ERR(r)) return r;
+    i = find_entry(s, step, name);
+    if (i < 0) { unlock_store(s); return i == -2 ? LMC_ERR(PARAM) : LMC_ERR(NOT_FOUND); }
+    r = restore_to_fd(s, i, fd, "the output file", frames);
+    unlock_store(s);
+    return LMC_IS_ERR(r) ? r : (size_t)s->m.e[i].content_size;
 }
 
 /*-************************************************************

@@ -302,3 +302,6 @@ if HAS_STORE:
     _sig("lmc_store_rm", c_size_t, c_void_p, ctypes.c_int64)
     _sig("lmc_store_prune", c_size_t, c_void_p, c_size_t)
     _sig("lmc_store_last_error", c_char_p, c_void_p)
+HAS_STORE_RESTORE_FD = HAS_STORE and hasattr(lib, "lmc_store_restore_fd")
+if HAS_STORE_RESTORE_FD:
+    _sig("lmc_store_restore_fd", c_size_t, c_void_p, ctypes.c_int64, c_char_p, c_int, P(c_uint))

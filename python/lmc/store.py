@@ -17,6 +17,7 @@ snapshot it held before; reopening cleans up what the crash left.
 
 import ctypes
 import os
+import tempfile
 import threading
 from collections.abc import Mapping
 
@@ -132,8 +133,14 @@ class Store(object):
             else:
                 if isinstance(data, Mapping):
                     from . import torch_io
-                    data = torch_io.serialize(data, metadata)
                     nm = DEFAULT_NAME if name is None else name
+                    r = self._add_state_dict(h, data, metadata, st, k, nm)
+                    if r is not None:
+                        self._check(r, "add %s" % nm)
+                        if st < 0:
+                            st = lib.lmc_store_last_step(h)
+                        return self.entry(st, nm)
+                    data = torch_io.serialize(data, metadata)
                 else:
                     if name is None:
                         raise ValueError("Store.add: name is required for bytes")
@@ -144,6 +151,21 @@ class Store(object):
             if st < 0:
                 st = lib.lmc_store_last_step(h)
             return self.entry(st, nm)
+
+    def _add_state_dict(self, h, state_dict, metadata, st, k, nm):
+        """Adds a state dict through an unnamed temporary file in the store's
+        directory, written straight from the tensors' memory, so that no
+        serialized copy of the checkpoint is held in memory (the store maps
+        the file and drops its pages behind the coder). The lmc_store_add_file
+        result, or None where the file cannot be named by /proc/self/fd (the
+        caller then serializes in memory)."""
+        from . import torch_io
+        with tempfile.TemporaryFile(dir=self.path, prefix=".add-") as f:
+            alias = "/proc/self/fd/%d" % f.fileno()
+            if not os.path.exists(alias):
+                return None
+            torch_io.write_safetensors_fd(state_dict, f.fileno(), metadata)
+            return lib.lmc_store_add_file(h, _enc(alias), st, k, _enc(nm))
 
     # -- reading ---------------------------------------------------------
 
@@ -176,9 +198,20 @@ class Store(object):
         return bytes(self._restore(step, name)[0])
 
     def restore(self, step, name=None):
-        """Snapshot (step, name) as a dict of tensors (it must be safetensors)."""
+        """Snapshot (step, name) as a dict of tensors (it must be safetensors).
+        The content goes to an unnamed temporary file in the store's directory
+        and each tensor is read from it into its own memory: no copy of the
+        whole checkpoint is held beside the tensors."""
         from . import torch_io
-        return torch_io.deserialize(self._restore(step, name)[0])
+        if not _lib.HAS_STORE_RESTORE_FD:
+            return torch_io.deserialize(self._restore(step, name)[0])
+        with self._lock:
+            h = self._handle()
+            what = "restore step %s%s" % (step, "" if name is None else " " + str(name))
+            with tempfile.TemporaryFile(dir=self.path, prefix=".restore-") as f:
+                self._check(lib.lmc_store_restore_fd(h, int(step), _enc(name), f.fileno(), None), what)
+                f.seek(0)
+                return torch_io.read_safetensors_file(f)
 
     def restore_file(self, step, out_path, name=None):
         """Writes snapshot (step, name) to out_path (atomically, after every hash

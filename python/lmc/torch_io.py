@@ -457,6 +457,70 @@ def load(path, ref=None, threads=None):
     return deserialize(load_bytes(path, ref, threads))
 
 
+def write_safetensors_fd(state_dict, fd, metadata=None):
+    """Writes the safetensors serialization of `state_dict` to the open file
+    descriptor fd, straight from the tensors' memory (no copy of the whole
+    checkpoint). Returns the bytes written."""
+    _check_host()
+    read, size = _state_reader(_prepare(state_dict), metadata)
+    while True:
+        addr, n = read()
+        if not n:
+            return size
+        mv = memoryview((ctypes.c_char * n).from_address(addr)).cast("B")
+        while mv:
+            k = os.write(fd, mv)
+            mv = mv[k:]
+
+
+def read_safetensors_file(f):
+    """The state dict of the safetensors content of binary file f (from its
+    current position to its end), each tensor read straight into its own
+    memory: no copy of the whole file beside them."""
+    _check_host()
+    start = f.tell()
+    total = os.fstat(f.fileno()).st_size - start
+    head = f.read(8) if total >= 8 else b""
+    n = int.from_bytes(head, "little") if len(head) == 8 else 0
+    if len(head) < 8 or n < 2 or 8 + n > total:
+        _parse_header_sized(bytearray(head), total)     # raises its error for this header
+    meta, entries, data_start = _parse_header_sized(bytearray(head + _read_exact(f, n)), total)
+    end = data_start
+    for name, dt, shape, b, e in entries:
+        if b < end:                     # overlapping tensors: the whole-buffer path copies them
+            f.seek(start)
+            return deserialize(bytearray(f.read()))
+        end = e
+    pos = data_start
+    out = {}
+    for name, dt, shape, b, e in entries:
+        tdt = _torch_dtype(name, dt)
+        if b > pos:
+            f.seek(start + b)
+        t = torch.empty(shape, dtype=tdt)
+        if e > b:
+            _readinto_exact(f, (ctypes.c_char * (e - b)).from_address(t.data_ptr()))
+        out[name] = t
+        pos = e
+    return out
+
+
+def _read_exact(f, n):
+    b = f.read(n)
+    if len(b) != n:
+        raise ValueError("safetensors: file shorter than its header says")
+    return b
+
+
+def _readinto_exact(f, buf):
+    mv = memoryview(buf).cast("B")
+    while mv:
+        k = f.readinto(mv)
+        if not k:
+            raise ValueError("safetensors: file shorter than its header says")
+        mv = mv[k:]
+
+
 def save_safetensors(state_dict, path, metadata=None):
     data = serialize(state_dict, metadata)
     with _codec.AtomicFile(path) as out:
@@ -469,5 +533,4 @@ def save_safetensors(state_dict, path, metadata=None):
 
 def load_safetensors(path):
     with open(path, "rb") as f:
-        data = bytearray(f.read())
-    return deserialize(data)
+        return read_safetensors_file(f)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import unittest
+from unittest import mock
 
 import lmc
 from lmc import _lib
@@ -107,6 +108,40 @@ class TestStoreChains(TempDirCase):
         self.assertEqual(cm.exception.id, "exists")
         with self.assertRaises(lmc.LmcError):
             st.rm(3)
+
+    def test_state_dicts_without_a_copy(self):
+        # add writes the state dict to an unnamed file straight from the
+        # tensors, and restore reads each tensor from one: neither serializes
+        # the checkpoint into memory, and nothing is left in the directory
+        from lmc import torch_io
+        sds = walk(4, seed=3)
+        st = self.open(threads=2)
+        before = sorted(os.listdir(self.p("store")))
+        orders = [list(lmc.from_safetensors_bytes(lmc.to_safetensors_bytes(sd))) for sd in sds]   # file order
+        with mock.patch.object(torch_io, "serialize", side_effect=AssertionError("serialized")), \
+                mock.patch.object(torch_io, "deserialize", side_effect=AssertionError("deserialized")):
+            for k, sd in enumerate(sds):
+                st.add(sd, k, name="m.safetensors")
+            for k, sd in enumerate(sds):
+                got = st.restore(k, "m.safetensors")
+                assert_bitwise(self, sd, got, k)
+                self.assertEqual(list(got), orders[k])
+        self.assertEqual(sorted(os.listdir(self.p("store"))), before)
+        # the same frames as adding the serialized bytes
+        st2 = lmc.Store(self.p("store2"), fsync=False, threads=1)
+        self.addCleanup(st2.close)
+        for k, sd in enumerate(sds):
+            st2.add(bytes(lmc.to_safetensors_bytes(sd)), k, name="m.safetensors")
+        for a, b in zip(st.ls(), st2.ls()):
+            self.assertEqual((a["content_hash"], a["frame_size"]), (b["content_hash"], b["frame_size"]))
+        # each restored tensor owns its memory
+        got = st.restore(3, "m.safetensors")
+        got["w"].zero_()
+        assert_bitwise(self, {"m": sds[3]["m"]}, {"m": got["m"]})
+        # errors still name the snapshot
+        with self.assertRaises(lmc.LmcError) as cm:
+            st.restore(9, "m.safetensors")
+        self.assertEqual(cm.exception.id, "not_found")
 
     def test_names_and_auto_steps(self):
         st = self.open()

@@ -316,6 +316,36 @@ class TestInPlace(TempDirCase):
             with mock.patch.object(torch_io, "deserialize", side_effect=AssertionError("deserialized")):
                 assert_bitwise(self, want, lmc.load(self.p("x.lmc")), what)
 
+    def test_load_safetensors_in_place(self):
+        # a plain safetensors file is read tensor by tensor into each
+        # tensor's memory; unusual layouts give what from_safetensors_bytes gives
+        vals = torch.arange(64, dtype=torch.float32)
+        data = ctypes.string_at(vals.data_ptr(), 256)
+        layouts = {
+            "gap": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [48, 64])}, data[:64]),
+            "tail": _st_bytes({"a": ("F32", [8], [0, 32])}, data[:40]),
+            "shared": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [16, 32])}, data[:32]),
+            "empty": _st_bytes({"a": ("F32", [0], [0, 0]), "b": ("F32", [2], [0, 8])}, data[:8]),
+            "all dtypes": bytes(lmc.to_safetensors_bytes(all_dtypes_dict(12))),
+        }
+        for what, st in layouts.items():
+            with open(self.p("x.safetensors"), "wb") as f:
+                f.write(st)
+            want = lmc.from_safetensors_bytes(st)
+            got = lmc.load_safetensors(self.p("x.safetensors"))
+            self.assertEqual(list(got), list(want), what)
+            assert_bitwise(self, want, got, what)
+            if what != "shared":
+                with mock.patch.object(torch_io, "deserialize", side_effect=AssertionError("deserialized")):
+                    assert_bitwise(self, want, lmc.load_safetensors(self.p("x.safetensors")), what)
+        # cut short, or a header that does not fit: the parser's errors
+        full = layouts["all dtypes"]
+        for cut in (4, 12, len(full) - 1):
+            with open(self.p("x.safetensors"), "wb") as f:
+                f.write(full[:cut])
+            with self.assertRaises(ValueError, msg=cut):
+                lmc.load_safetensors(self.p("x.safetensors"))
+
 
 if __name__ == "__main__":
     unittest.main()
