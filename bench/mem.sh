@@ -8,8 +8,10 @@
 #   compress, decompress, compress with -r, decompress with -r
 # each under /usr/bin/time -v with -T2; then raw-bf16 with -r again at -T1,
 # -T8 and -T16 (more threads than this box has cores: every thread still gets
-# its workspace). Every restore is compared with cmp.
-# Writes bench/mem_results.md. Needs ~34 GiB free disk in the scratch folder.
+# its workspace); then the snapshot store with -T2: add the reference (a
+# keyframe), add the input (a delta against the cached reference), restore
+# the input, verify. Every restore is compared with cmp.
+# Writes bench/mem_results.md. Needs ~50 GiB free disk in the scratch folder.
 # Environment: BENCH_TRAJ (default bench/data/traj-3m), BENCH_MEM_DIR
 # (default bench/out/mem, deleted afterwards), BENCH_MEM_GIB (default 8),
 # BENCH_OUT (default bench), BENCH_NO_DEPS=1.
@@ -42,8 +44,9 @@ copies=$(( (target + unit - 1) / unit ))
 total=$((copies * unit))
 
 mkdir -p "$DIR"
-# input + reference + one compressed output + one restore, plus 2 GiB slack
-need_kib=$(( (3 * total + total / 2) / 1024 + 2 * 1024 * 1024 ))
+# input + reference + one compressed output + one restore, plus the store's
+# two frames and cache (under 2.5 inputs), plus 2 GiB slack
+need_kib=$(( (6 * total) / 1024 + 2 * 1024 * 1024 ))
 avail_kib=$(df -Pk "$DIR" | awk 'NR == 2 { print $4 }')
 log "need ~$((need_kib / 1048576)) GiB free in $DIR, have $((avail_kib / 1048576)) GiB"
 [ "$avail_kib" -ge "$need_kib" ] || { rmdir "$DIR" 2>/dev/null || true; fail "not enough free disk in $DIR"; }
@@ -68,7 +71,7 @@ measure() {  # measure VARIANT OP OUTPUT_FOR_SIZE CMD... ; appends a row (thread
     el=$(awk -F': ' '/Elapsed \(wall clock\)/ { print $2 }' "$tv" | awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }')
     usr=$(awk -F': ' '/User time/ { print $2 }' "$tv")
     sys=$(awk -F': ' '/System time/ { print $2 }' "$tv")
-    z=$(stat -c %s "$sized")
+    if [ "$sized" = - ]; then z=-; else z=$(stat -c %s "$sized"); fi
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$variant" "$op" "$rss" "$el" "$usr" "$sys" "$z" "$THREADS" >> "$RES"
     log "  max RSS $((rss / 1024)) MiB, ${el}s elapsed, output $z bytes"
 }
@@ -94,6 +97,15 @@ for THREADS in 1 8 16; do
     measure raw-bf16 "decompress -r" "$OUT" "$LMC" -q -d -T$THREADS -f -r "$REF" "$Z" -o "$OUT"
     check "$OUT"; rm -f "$Z"
 done
+THREADS=2
+ST="$DIR/store"; OUT="$DIR/restored.bin"
+"$LMC" store init "$ST" -q
+measure store "store add, keyframe (the reference)" - "$LMC" store add "$ST" "$REF" --name m --step 0 -q -T$THREADS
+measure store "store add, delta (the input)" - "$LMC" store add "$ST" "$IN" --name m --step 1 -q -T$THREADS
+measure store "store restore (the delta)" "$OUT" "$LMC" store restore "$ST" 1 -o "$OUT" -q -T$THREADS
+check "$OUT"
+measure store "store verify" - "$LMC" store verify "$ST" -q -T$THREADS
+rm -rf "$ST"
 RUNTIME=$(( $(date +%s) - T_START ))
 
 mkdir -p "$OUTDIR"
@@ -108,6 +120,7 @@ mkdir -p "$OUTDIR"
     echo "- Each row: \`/usr/bin/time -v ./lmc -T<threads> -f ...\` (files on disk; freshly written, so partly in the page cache); every restore compared with cmp: all identical"
     echo "- bound = the issue's limit, 64 MiB + threads x 2 x chunk size (1 MiB chunks)"
     echo "- generic = default format detection (a concatenation is not safetensors); raw-bf16 = \`--format=raw --dtype=bf16\` on compression"
+    echo "- store = \`lmc store\` (doc/store.md): the reference added as a keyframe, the input as a delta against it (from the store's cache), the input restored (through the keyframe), everything verified; a store detects the format itself (generic here)"
     echo "- Max RSS counts touched pages of the mmap()ed reference (file-backed, reclaimable) as well as heap"
     echo
     echo "| variant | operation | threads | max RSS (MiB) | bound (MiB) | elapsed (s) | MB/s (of input) | user (s) | sys (s) | output bytes | ratio |"
