@@ -408,7 +408,9 @@ LMC_API int64_t lmc_store_last_step(const lmc_store* s);
  * `out_path` (written to a temporary file, renamed after every hash checked)
  * or into dst. Returns the content size. restore_buffer with dst NULL returns
  * the size needed; LMC_ERR_DST_TOO_SMALL if dstCapacity is smaller.
- * If `frames_decoded` is not NULL it receives the number of frames decoded. */
+ * If `frames_decoded` is not NULL it receives the number of frames decoded:
+ * 0 when the snapshot is the latest of its name and the cache holds it (then
+ * it is copied from there, its hash checked; lmc_store_verify checks frames). */
 LMC_API size_t lmc_store_restore_file(lmc_store* s, int64_t step, const char* name,
                                       const char* out_path, unsigned* frames_decoded);
 LMC_API size_t lmc_store_restore_buffer(lmc_store* s, int64_t step, const char* name,

@@ -304,7 +304,10 @@ static int cmd_restore(const sopts* o)
             if (!name) { ret = 1; break; }
             r = lmc_store_restore_file(s, step, name, path, &frames);
             if (lmc_is_error(r)) { ret = fail_lib(s, path, r); free(name); break; }
-            if (o->verbose)
+            if (o->verbose && frames == 0)
+                printf("step %lld  %s -> %s: %llu bytes, from the cache (the latest snapshot: no frame decoded), %.3f s\n",
+                       (long long)step, name, path, (unsigned long long)r, now_sec() - t0);
+            else if (o->verbose)
                 printf("step %lld  %s -> %s: %llu bytes, %u frame%s decoded, %.3f s\n", (long long)step, name, path,
                        (unsigned long long)r, frames, frames == 1 ? "" : "s", now_sec() - t0);
             free(name);

@@ -80,18 +80,26 @@ for k in $(seq 0 19); do "$LMC" store add "$S2" "$SYN/s$(printf %02d $k).safeten
 maxd=$(awk '($6=="keyframe"||$6=="delta") && $7>m {m=$7} END {print m+0}' "$T/ls2.txt")
 nk=$(grep -c keyframe "$T/ls2.txt")
 [ "$maxd" -le 4 ] && [ "$nk" = 4 ] && ok "ls: max chain depth $maxd <= 4, 4 keyframes" || bad "ls: depth $maxd, keyframes $nk"
-restore_syn() {  # store -> every step restored and compared; max frames decoded <= $2
-    local st=$1 lim=$2 k out frames maxf=0 ok_=1
+restore_syn() {  # store lim [cached] -> every step restored and compared; max frames decoded
+    # <= lim; cached=1: the last step must come from the cache (no frame decoded)
+    local st=$1 lim=$2 cached=${3:-0} k out frames maxf=0 ok_=1 last
+    last=$("$LMC" store ls "$st" | awk '$6=="keyframe"||$6=="delta" {s=$1} END {print s}')
     while read -r k; do
         out=$("$LMC" store restore "$st" "$k" -o "$T/syn.out" -v) || { ok_=0; continue; }
-        frames=$(echo "$out" | sed -n 's/.*bytes, \([0-9]*\) frame.*/\1/p')
-        [ "${frames:-99}" -gt "$maxf" ] && maxf=$frames
+        if echo "$out" | grep -q "from the cache"; then
+            [ "$k" = "$last" ] || { echo "step $k (not the last) from the cache"; ok_=0; }
+        elif [ "$k" = "$last" ] && [ "$cached" = 1 ]; then
+            echo "step $k not from the cache: $out"; ok_=0
+        else
+            frames=$(echo "$out" | sed -n 's/.*bytes, \([0-9]*\) frame.*/\1/p')
+            [ "${frames:-99}" -gt "$maxf" ] && maxf=${frames:-99}
+        fi
         cmp -s "$T/syn.out" "$SYN/s$(printf %02d "$k").safetensors" || { echo "step $k differs"; ok_=0; }
     done < <("$LMC" store ls "$st" | awk '$6=="keyframe"||$6=="delta" {print $1}')
     echo "max frames decoded: $maxf"
-    [ $ok_ = 1 ] && [ "$maxf" -le "$lim" ]
+    [ $ok_ = 1 ] && [ "$maxf" -le "$lim" ] && [ "$maxf" -ge 1 ]
 }
-check "restore all 20, each decodes <= 5 frames" restore_syn "$S2" 5
+check "restore all 20, each decodes <= 5 frames (the last: from the cache)" restore_syn "$S2" 5 1
 
 # rm in the middle of a delta run, at a keyframe, and at the head
 check "rm step 7 (a delta)" "$LMC" store rm "$S2" 7 -q
@@ -105,7 +113,7 @@ n=$("$LMC" store ls "$S2" | awk '$6=="keyframe"||$6=="delta"' | wc -l)
 check "add after rm (delta against the new head)" "$LMC" store add "$S2" "$SYN/s19.safetensors" --name w.safetensors --step 19 --keyframe-every 5 -q
 check "prune --keep-last 6" "$LMC" store prune "$S2" --keep-last 6 -q
 check "verify after prune" "$LMC" store verify "$S2"
-check "restore all after prune" restore_syn "$S2" 5
+check "restore all after prune" restore_syn "$S2" 5 1
 first=$("$LMC" store ls "$S2" | awk 'NR==2 {print $6}')
 n=$("$LMC" store ls "$S2" | awk '$6=="keyframe"||$6=="delta"' | wc -l)
 [ "$n" = 6 ] && [ "$first" = keyframe ] && ok "6 snapshots left, the first a keyframe" || bad "prune left $n, first $first"

@@ -810,6 +810,45 @@ static size_t restore_chain(lmc_store* s, const lmc_manifest* m, long target, co
     return 0;
 }
 
+/* Restores entry i into dst (its content size). The head of a chain (the
+ * latest snapshot of its name, the one a resumed run wants) is usually in the
+ * cache: then it is copied from there, a window at a time, and hashed as it
+ * goes; it counts only if the size and hash are the manifest's (else, or
+ * without a cache, the chain is decoded over what was copied). *frames: the
+ * frames decoded, 0 for the copy. Restoring the head of a chain of 200 MB
+ * bf16 checkpoints at depth 2 took 0.92 s decoding and takes 0.16 s from the
+ * cache (medians of 5 alternated runs, on tmpfs). */
+static size_t restore_entry(lmc_store* s, long i, const cbuf* dst, unsigned* frames)
+{
+    const lmc_mentry* e = &s->m.e[i];
+    if (e->next < 0) {
+        char cn[32];
+        fview cv;
+        cache_name(e->name, cn);
+        if (fview_at(&cv, s->dirfd, cn) == 0) {
+            cbuf const c = cbuf_borrow(cv.p, cv.n, cv.mapped);
+            int same = cv.n == e->content_size;
+            if (same) {
+                XXH3_state_t hs;
+                XXH3_64bits_reset(&hs);
+                for (size_t at = 0; at < c.n;) {
+                    size_t const k = LMC_MIN(WINDOW, c.n - at);
+                    cbuf_populate(dst, at, at + k, 1);
+                    memcpy(dst->p + at, c.p + at, k);
+                    lmc_hstate_update(&hs, dst->p + at, k);
+                    cbuf_drop(&c, at, at + k);
+                    cbuf_drop(dst, at, at + k);
+                    at += k;
+                }
+                same = XXH3_64bits_digest(&hs) == e->content_hash;
+            }
+            fview_close(&cv);
+            if (same) { if (frames) *frames = 0; return 0; }
+        }
+    }
+    return restore_chain(s, &s->m, i, dst, NULL, -1, NULL, frames);
+}
+
 static long find_entry(lmc_store* s, int64_t step, const char* name)
 {
     if (name) {
@@ -845,7 +884,7 @@ size_t lmc_store_restore_buffer(lmc_store* s, int64_t step, const char* name,
     }
     {
         cbuf const d = cbuf_borrow(dst, (size_t)s->m.e[i].content_size, 0);   /* the caller's memory: kept */
-        r = restore_chain(s, &s->m, i, &d, NULL, -1, NULL, frames);
+        r = restore_entry(s, i, &d, frames);
     }
     unlock_store(s);
     return LMC_IS_ERR(r) ? r : (size_t)s->m.e[i].content_size;
@@ -891,7 +930,7 @@ static size_t restore_to_fd(lmc_store* s, long i, int fd, const char* what, unsi
         map = mmap(NULL, (size_t)n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (map == MAP_FAILED) return io_err(s, "cannot map", what);
         d = cbuf_borrow(map, (size_t)n, 1);
-        r = restore_chain(s, &s->m, i, &d, NULL, -1, NULL, frames);
+        r = restore_entry(s, i, &d, frames);
         if (munmap(map, (size_t)n) != 0 && !LMC_IS_ERR(r)) r = io_err(s, "cannot write", what);
     } else {
         unsigned char one;

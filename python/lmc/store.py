@@ -223,7 +223,8 @@ class Store(object):
         return out_path
 
     def frames_to_restore(self, step, name=None):
-        """How many frames restoring (step, name) decodes (it restores it)."""
+        """How many frames restoring (step, name) decodes (it restores it): 0 for
+        the latest snapshot of its name when the cache holds it."""
         return self._restore(step, name)[1]
 
     @property

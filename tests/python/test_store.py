@@ -65,7 +65,8 @@ class TestStoreChains(TempDirCase):
         self.assertEqual(st.last_step, 19)
         self.assertTrue(st.verify())
         for k, sd in enumerate(sds):
-            self.assertEqual(st.frames_to_restore(k), k % 5 + 1)
+            # the latest snapshot is copied from the cache; the others decode
+            self.assertEqual(st.frames_to_restore(k), 0 if k == 19 else k % 5 + 1)
             assert_bitwise(self, sd, st.restore(k), "step %d" % k)
             out = st.restore_file(k, self.p("r%d.safetensors" % k))
             self.assertEqual(read(out), bytes(lmc.to_safetensors_bytes(sd)), k)
