@@ -10,7 +10,8 @@
 # -T8 and -T16 (more threads than this box has cores: every thread still gets
 # its workspace); then the snapshot store with -T2: add the reference (a
 # keyframe), add the input (a delta against the cached reference), restore
-# the input, verify. Every restore is compared with cmp.
+# the input (from the cache, then without it), verify. Every restore is
+# compared with cmp.
 # Writes bench/mem_results.md. Needs ~50 GiB free disk in the scratch folder.
 # Environment: BENCH_TRAJ (default bench/data/traj-3m), BENCH_MEM_DIR
 # (default bench/out/mem, deleted afterwards), BENCH_MEM_GIB (default 8),
@@ -102,7 +103,10 @@ ST="$DIR/store"; OUT="$DIR/restored.bin"
 "$LMC" store init "$ST" -q
 measure store "store add, keyframe (the reference)" - "$LMC" store add "$ST" "$REF" --name m --step 0 -q -T$THREADS
 measure store "store add, delta (the input)" - "$LMC" store add "$ST" "$IN" --name m --step 1 -q -T$THREADS
-measure store "store restore (the delta)" "$OUT" "$LMC" store restore "$ST" 1 -o "$OUT" -q -T$THREADS
+measure store "store restore, the latest (copied from the cache)" "$OUT" "$LMC" store restore "$ST" 1 -o "$OUT" -q -T$THREADS
+check "$OUT"
+rm -f "$ST"/cache/*
+measure store "store restore, the latest (no cache: decoded through the keyframe)" "$OUT" "$LMC" store restore "$ST" 1 -o "$OUT" -q -T$THREADS
 check "$OUT"
 measure store "store verify" - "$LMC" store verify "$ST" -q -T$THREADS
 rm -rf "$ST"
@@ -120,7 +124,7 @@ mkdir -p "$OUTDIR"
     echo "- Each row: \`/usr/bin/time -v ./lmc -T<threads> -f ...\` (files on disk; freshly written, so partly in the page cache); every restore compared with cmp: all identical"
     echo "- bound = the issue's limit, 64 MiB + threads x 2 x chunk size (1 MiB chunks)"
     echo "- generic = default format detection (a concatenation is not safetensors); raw-bf16 = \`--format=raw --dtype=bf16\` on compression"
-    echo "- store = \`lmc store\` (doc/store.md): the reference added as a keyframe, the input as a delta against it (from the store's cache), the input restored (through the keyframe), everything verified; a store detects the format itself (generic here)"
+    echo "- store = \`lmc store\` (doc/store.md): the reference added as a keyframe, the input as a delta against it (from the store's cache), the input restored (the latest snapshot: copied from the cache, then with the cache removed, decoded through the keyframe), everything verified; a store detects the format itself (generic here)"
     echo "- Max RSS counts touched pages of the mmap()ed reference (file-backed, reclaimable) as well as heap"
     echo
     echo "| variant | operation | threads | max RSS (MiB) | bound (MiB) | elapsed (s) | MB/s (of input) | user (s) | sys (s) | output bytes | ratio |"
