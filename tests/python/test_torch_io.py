@@ -225,6 +225,19 @@ def _unsized_frame(data):
     return b"".join(parts)
 
 
+def _unusual_layouts():
+    """safetensors files with a gap between tensors, bytes after the last one,
+    two tensors sharing bytes, and an empty tensor."""
+    vals = torch.arange(64, dtype=torch.float32)
+    data = ctypes.string_at(vals.data_ptr(), 256)
+    return {
+        "gap": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [48, 64])}, data[:64]),
+        "tail": _st_bytes({"a": ("F32", [8], [0, 32])}, data[:40]),
+        "shared": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [16, 32])}, data[:32]),
+        "empty": _st_bytes({"a": ("F32", [0], [0, 0]), "b": ("F32", [2], [0, 8])}, data[:8]),
+    }
+
+
 @needs_torch
 class TestInPlace(TempDirCase):
     """save() feeds the coder from the tensors' own memory and load() decodes
@@ -293,14 +306,7 @@ class TestInPlace(TempDirCase):
         # gaps between tensors and bytes after the last one are skipped;
         # tensors that share bytes, and frames without a content size, take
         # the whole-buffer path: every result equals from_safetensors_bytes
-        vals = torch.arange(64, dtype=torch.float32)
-        data = ctypes.string_at(vals.data_ptr(), 256)
-        layouts = {
-            "gap": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [48, 64])}, data[:64]),
-            "tail": _st_bytes({"a": ("F32", [8], [0, 32])}, data[:40]),
-            "shared": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [16, 32])}, data[:32]),
-            "empty": _st_bytes({"a": ("F32", [0], [0, 0]), "b": ("F32", [2], [0, 8])}, data[:8]),
-        }
+        layouts = _unusual_layouts()
         for what, st in layouts.items():
             want = lmc.from_safetensors_bytes(st)
             for kind, frame in (("sized", lmc.compress(st)), ("unsized", _unsized_frame(st))):
@@ -319,15 +325,8 @@ class TestInPlace(TempDirCase):
     def test_load_safetensors_in_place(self):
         # a plain safetensors file is read tensor by tensor into each
         # tensor's memory; unusual layouts give what from_safetensors_bytes gives
-        vals = torch.arange(64, dtype=torch.float32)
-        data = ctypes.string_at(vals.data_ptr(), 256)
-        layouts = {
-            "gap": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [48, 64])}, data[:64]),
-            "tail": _st_bytes({"a": ("F32", [8], [0, 32])}, data[:40]),
-            "shared": _st_bytes({"a": ("F32", [8], [0, 32]), "b": ("F32", [4], [16, 32])}, data[:32]),
-            "empty": _st_bytes({"a": ("F32", [0], [0, 0]), "b": ("F32", [2], [0, 8])}, data[:8]),
-            "all dtypes": bytes(lmc.to_safetensors_bytes(all_dtypes_dict(12))),
-        }
+        layouts = _unusual_layouts()
+        layouts["all dtypes"] = bytes(lmc.to_safetensors_bytes(all_dtypes_dict(12)))
         for what, st in layouts.items():
             with open(self.p("x.safetensors"), "wb") as f:
                 f.write(st)
