@@ -131,22 +131,20 @@ class Store(object):
                 self._check(r, "add %s" % os.fspath(data))
                 nm = name if name is not None else os.path.basename(os.fspath(data))
             else:
+                r = None
                 if isinstance(data, Mapping):
                     from . import torch_io
                     nm = DEFAULT_NAME if name is None else name
                     r = self._add_state_dict(h, data, metadata, st, k, nm)
-                    if r is not None:
-                        self._check(r, "add %s" % nm)
-                        if st < 0:
-                            st = lib.lmc_store_last_step(h)
-                        return self.entry(st, nm)
-                    data = torch_io.serialize(data, metadata)
+                    if r is None:
+                        data = torch_io.serialize(data, metadata)
+                elif name is None:
+                    raise ValueError("Store.add: name is required for bytes")
                 else:
-                    if name is None:
-                        raise ValueError("Store.add: name is required for bytes")
                     nm = name
-                with _codec.as_buf(data) as b:
-                    r = lib.lmc_store_add_buffer(h, b.addr, b.size, st, k, _enc(nm))
+                if r is None:
+                    with _codec.as_buf(data) as b:
+                        r = lib.lmc_store_add_buffer(h, b.addr, b.size, st, k, _enc(nm))
                 self._check(r, "add %s" % nm)
             if st < 0:
                 st = lib.lmc_store_last_step(h)

@@ -135,6 +135,15 @@ class TestStoreChains(TempDirCase):
             st2.add(bytes(lmc.to_safetensors_bytes(sd)), k, name="m.safetensors")
         for a, b in zip(st.ls(), st2.ls()):
             self.assertEqual((a["content_hash"], a["frame_size"]), (b["content_hash"], b["frame_size"]))
+        # where /proc/self/fd cannot name the file: serialized in memory, same frames
+        st3 = lmc.Store(self.p("store3"), fsync=False, threads=1)
+        self.addCleanup(st3.close)
+        with mock.patch.object(lmc.Store, "_add_state_dict", return_value=None):
+            for k, sd in enumerate(sds):
+                st3.add(sd, k, name="m.safetensors")
+        for a, b in zip(st3.ls(), st2.ls()):
+            self.assertEqual((a["content_hash"], a["frame_size"]), (b["content_hash"], b["frame_size"]))
+        assert_bitwise(self, sds[2], st3.restore(2, "m.safetensors"))
         # each restored tensor owns its memory
         got = st.restore(3, "m.safetensors")
         got["w"].zero_()
