@@ -31,6 +31,7 @@
 #include "store_cmd.h"
 #include "analyze.h"
 #include "dir_cmd.h"
+#include "prefetch.h"
 
 #ifndef PATH_MAX
 #  define PATH_MAX 4096
@@ -560,6 +561,7 @@ static void ref_release(uint64_t progress)
 static void unload_ref(void)
 {
     if (g_rh.running) { pthread_join(g_rh.tid, NULL); g_rh.running = 0; }
+    prefetch_forget(PREFETCH_REF);
     if (g_ref_mapped) munmap((void*)g_ref, g_ref_size);
     g_ref = NULL;
     g_ref_size = 0;
@@ -721,20 +723,37 @@ static void map_release(job_t* j, size_t done, size_t* released)
     *released = upto;
 }
 
+/* Tells the prefetch thread which bytes of the reference the next call
+ * will read: those of the content range [pos, pos + len) for an input laid
+ * out as its reference (a safetensors file's header may be a little longer
+ * or shorter, hence the margin). A reference laid out otherwise is faulted
+ * in by the coder as before. */
+static void want_ref(uint64_t pos, size_t len)
+{
+    size_t const margin = (size_t)256 << 10;
+    if (!g_ref_mapped || pos >= g_ref_size) return;
+    prefetch_want(PREFETCH_REF, (const unsigned char*)g_ref, g_ref_size,
+                  pos > margin ? (size_t)pos - margin : 0, (size_t)pos + len + margin);
+}
+
 /* Compression straight from the mapped file: the library takes it whole and
  * codes chunks in place, as many per call as the output buffer holds. */
 static int run_compress_mapped(job_t* j)
 {
     lmc_inbuf in;
-    size_t released = 0;
+    size_t released = 0, took = g_out_size;
     unsigned stuck = 0;
     in.src = j->map; in.size = j->map_size; in.pos = 0;
     for (;;) {
         lmc_outbuf out;
         size_t before = in.pos, r;
+        /* the next call reads about as much as the last one did */
+        prefetch_want(PREFETCH_INPUT, j->map, j->map_size, in.pos, in.pos + took);
+        want_ref(in.pos, took);
         out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
         r = lmc_compress_stream(g_cctx, &out, &in, 1);
         if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
+        if (in.pos > before) took = in.pos - before;
         if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
             errmsg("%s: internal error: the compressor makes no progress", j->in_name);
             return -1;
@@ -753,16 +772,21 @@ static int run_compress_mapped(job_t* j)
 static int run_decompress_mapped(job_t* j)
 {
     lmc_inbuf in;
-    size_t released = 0;
+    size_t released = 0, took = g_out_size;
     unsigned stuck = 0;
     in.src = j->map; in.size = j->map_size; in.pos = 0;
     if (j->map_size == 0) { errmsg("%s: empty input: not an lmc frame", j->in_name); return -1; }
     for (;;) {
         lmc_outbuf out;
         size_t before = in.pos, r;
+        /* a call writes at most the output buffer; it reads about as much
+         * input as the last one did */
+        prefetch_want(PREFETCH_INPUT, j->map, j->map_size, in.pos, in.pos + took);
+        want_ref(j->out_bytes, g_out_size);
         out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
         r = lmc_decompress_stream(g_dctx, &out, &in);
         if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
+        if (in.pos > before) took = in.pos - before;
         j->in_bytes = in.pos;
         if (job_write(j, out.dst, out.pos) != 0) return -1;
         progress_update(j->prog, j->in_bytes, j->out_bytes);
@@ -873,6 +897,7 @@ static int run_compress(job_t* j)
         if (n < 0) { errmsg("%s: read error: %s", j->in_name, strerror(errno)); return -1; }
         end = ((size_t)n < g_in_size);   /* read_full only stops short at end of input */
         in.src = g_inbuf; in.size = (size_t)n; in.pos = 0;
+        want_ref(j->in_bytes, (size_t)n);
         j->in_bytes += (uint64_t)n;
         for (;;) {
             lmc_outbuf out;
@@ -916,6 +941,7 @@ static int run_decompress(job_t* j)
             lmc_outbuf out;
             size_t r;
             size_t before = in.pos;
+            want_ref(j->out_bytes, g_out_size);
             out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
             r = lmc_decompress_stream(g_dctx, &out, &in);
             if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
@@ -1363,6 +1389,7 @@ static int process_file(const char* name)
 
 out:
     writer_wait(NULL);   /* nothing may still be writing to outfd */
+    prefetch_forget(PREFETCH_INPUT);
     if (j.map) munmap((void*)j.map, j.map_size);
     if (use_tmp) {
         if (outfd >= 0) close(outfd);
