@@ -1,39 +1,91 @@
 /*
- * prefetch.c - maps file pages in ahead of the coder (see prefetch.h).
+ * prefetch.c - maps file pages in ahead of the coder and hashes the
+ * reference (see prefetch.h).
  */
 #include "prefetch.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "lmc.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22   /* Linux 5.14; older kernels answer EINVAL */
 #endif
 
-/* Mapped in per madvise call: small enough that a new request, or a
- * forget, waits for at most about a millisecond of it. */
+/* Mapped in, or read for the hash, per call: small enough that a new
+ * request, a forget or a cancel waits for at most about a millisecond. */
 #define STEP ((size_t)1 << 20)
+
+enum { BUSY_NONE = -1, BUSY_HASH = PREFETCH_REGIONS };   /* else the region */
 
 typedef struct {
     const unsigned char* base;
+    size_t size;
+    size_t from;        /* the start of the latest request */
     size_t next, end;   /* what is still to be mapped in: [next, end) */
 } region_t;
+
+typedef struct {
+    int active;         /* started, result not yet taken */
+    int done;           /* err and result final */
+    int urgent;         /* someone waits for the result */
+    int fd;
+    const unsigned char* map;   /* the file mapped, NULL: read it all */
+    size_t size, pos;   /* [0, pos) hashed */
+    int err;
+    uint64_t result;
+    lmc_hash_state* state;
+} hash_t;
 
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int state;          /* 0 not started, 1 running, -1 unavailable */
-    int busy;           /* the region mapped in outside the lock, or -1 */
+    int busy;           /* what the thread works on outside the lock */
     region_t r[PREFETCH_REGIONS];
-} g_pf = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, -1, { { NULL, 0, 0 }, { NULL, 0, 0 } } };
+    hash_t h;
+    unsigned char* buf; /* STEP bytes, for pread */
+} g_pf = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, BUSY_NONE, { { 0 } }, { 0 }, NULL };
+
+/* With the lock held: the hash is over (err 0: complete). */
+static void hash_finish_locked(int err)
+{
+    hash_t* const h = &g_pf.h;
+    h->err = err;
+    if (!err) h->result = lmc_hash_digest(h->state);
+    lmc_hash_free(h->state);
+    h->state = NULL;
+    if (h->fd >= 0) close(h->fd);
+    h->fd = -1;
+    h->done = 1;
+    pthread_cond_broadcast(&g_pf.cv);
+}
+
+/* With the lock held: whether the thread should read the next step of the
+ * reference for its hash now. Only what the coder has gone past (below its
+ * latest request), unless nothing else will: the file is not mapped (or no
+ * longer used), or someone waits for the result. Before the coder's first
+ * request it waits: reading ahead then would leave nothing for the mapped
+ * pages to save. */
+static int hash_read_now_locked(void)
+{
+    hash_t const* const h = &g_pf.h;
+    region_t const* const r = &g_pf.r[PREFETCH_REF];
+    if (!h->active || h->done) return 0;
+    if (h->urgent || !h->map) return 1;
+    if (r->base != h->map) return 0;
+    return h->pos + STEP <= r->from;
+}
 
 static void* prefetch_main(void* arg)
 {
     int turn = 0;
+    hash_t* const h = &g_pf.h;
     (void)arg;
     pthread_mutex_lock(&g_pf.mu);
     for (;;) {
@@ -44,43 +96,80 @@ static void* prefetch_main(void* arg)
             int const c = (turn + i) % PREFETCH_REGIONS;
             if (g_pf.r[c].base && g_pf.r[c].next < g_pf.r[c].end) { k = c; break; }
         }
-        if (k < 0) { pthread_cond_wait(&g_pf.cv, &g_pf.mu); continue; }
-        turn = k + 1;
-        region_t* const r = &g_pf.r[k];
-        size_t const n = r->end - r->next < STEP ? r->end - r->next : STEP;
-        void* const p = (void*)(r->base + r->next);
-        r->next += n;
-        g_pf.busy = k;
-        pthread_mutex_unlock(&g_pf.mu);
-        int const rc = madvise(p, n, MADV_POPULATE_READ);
-        int const e = errno;
-        pthread_mutex_lock(&g_pf.mu);
-        g_pf.busy = -1;
-        if (rc != 0) {
-            /* EINVAL: a kernel without it; stop for good. Otherwise (a file
-             * cut short under us, no memory) give up this request: the coder
-             * faults the pages in, or meets the error, itself. */
-            if (e == EINVAL) g_pf.state = -1;
-            r->next = r->end;
-        }
-        pthread_cond_broadcast(&g_pf.cv);
-        if (g_pf.state < 0) {
-            for (int i = 0; i < PREFETCH_REGIONS; i++) g_pf.r[i].base = NULL;
+        if (k >= 0) {
+            region_t* const r = &g_pf.r[k];
+            size_t const a = r->next;
+            size_t const n = r->end - a < STEP ? r->end - a : STEP;
+            const unsigned char* const base = r->base;
+            /* the hash takes these pages while they are mapped in, when
+             * they are the next it needs */
+            int const hash_it = k == PREFETCH_REF && h->active && !h->done && h->map == base
+                                && a <= h->pos && h->pos < a + n;
+            size_t const hfrom = h->pos;
+            turn = k + 1;
+            r->next += n;
+            g_pf.busy = k;
             pthread_mutex_unlock(&g_pf.mu);
-            return NULL;
+            int const rc = madvise((void*)(base + a), n, MADV_POPULATE_READ);
+            int const e = errno;
+            if (rc == 0 && hash_it) lmc_hash_update(h->state, base + hfrom, a + n - hfrom);
+            pthread_mutex_lock(&g_pf.mu);
+            g_pf.busy = BUSY_NONE;
+            if (rc == 0 && hash_it && !h->done) {
+                h->pos = a + n;
+                if (h->pos == h->size) hash_finish_locked(0);
+            }
+            if (rc != 0) {
+                /* EINVAL: a kernel without it; map nothing more. Otherwise
+                 * (a file cut short under us, no memory) drop this request:
+                 * the coder faults the pages in, or meets the error, itself;
+                 * the hash reads the rest of the file, and sees it shrink. */
+                if (e == EINVAL) g_pf.state = -1;
+                if (k == PREFETCH_REF && h->map == base) h->map = NULL;
+                r->next = r->end;
+            }
+            if (g_pf.state < 0)
+                for (int i = 0; i < PREFETCH_REGIONS; i++) g_pf.r[i].base = NULL;
+            pthread_cond_broadcast(&g_pf.cv);
+            continue;
         }
+        if (hash_read_now_locked()) {
+            size_t const off = h->pos;
+            size_t const n = h->size - off < STEP ? h->size - off : STEP;
+            g_pf.busy = BUSY_HASH;
+            pthread_mutex_unlock(&g_pf.mu);
+            ssize_t const got = pread(h->fd, g_pf.buf, n, (off_t)off);
+            int const e = errno;
+            if (got > 0) lmc_hash_update(h->state, g_pf.buf, (size_t)got);
+            pthread_mutex_lock(&g_pf.mu);
+            g_pf.busy = BUSY_NONE;
+            if (got > 0) {
+                h->pos += (size_t)got;
+                if (h->pos == h->size) hash_finish_locked(0);
+            } else if (!(got < 0 && e == EINTR)) {
+                hash_finish_locked(got < 0 ? e : -1);
+            }
+            pthread_cond_broadcast(&g_pf.cv);
+            continue;
+        }
+        pthread_cond_wait(&g_pf.cv, &g_pf.mu);
     }
+    return NULL;
 }
 
-/* With g_pf.mu held: 0 if the thread runs. */
+/* With the lock held: 0 if the thread runs. */
 static int start_locked(void)
 {
     pthread_t tid;
-    sigset_t all, old;
+    sigset_t set, old;
     if (g_pf.state) return g_pf.state > 0 ? 0 : -1;
-    /* the thread takes no signals: they stay with the threads that handle them */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
+    /* the thread takes no asynchronous signals: they stay with the threads
+     * that handle them. A SIGBUS of its own (a file cut short) still reaches
+     * the CLI's handler. */
+    sigfillset(&set);
+    sigdelset(&set, SIGBUS);
+    sigdelset(&set, SIGSEGV);
+    pthread_sigmask(SIG_SETMASK, &set, &old);
     int const rc = pthread_create(&tid, NULL, prefetch_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) { g_pf.state = -1; return -1; }
@@ -97,9 +186,11 @@ void prefetch_want(int region, const unsigned char* base, size_t size, size_t fr
     if (from >= to) return;
     from -= from % page;   /* the mapping starts on a page; its last page is whole */
     pthread_mutex_lock(&g_pf.mu);
-    if (start_locked() == 0) {
+    if (start_locked() == 0 && g_pf.state > 0) {
         region_t* const r = &g_pf.r[region];
         r->base = base;
+        r->size = size;
+        r->from = from;
         r->next = from;
         r->end = to;
         pthread_cond_broadcast(&g_pf.cv);
@@ -111,8 +202,64 @@ void prefetch_forget(int region)
 {
     if (region < 0 || region >= PREFETCH_REGIONS) return;
     pthread_mutex_lock(&g_pf.mu);
+    if (region == PREFETCH_REF && g_pf.h.map == g_pf.r[region].base) g_pf.h.map = NULL;
     g_pf.r[region].base = NULL;
-    g_pf.r[region].next = g_pf.r[region].end = 0;
+    g_pf.r[region].from = g_pf.r[region].next = g_pf.r[region].end = 0;
     while (g_pf.busy == region) pthread_cond_wait(&g_pf.cv, &g_pf.mu);
+    pthread_cond_broadcast(&g_pf.cv);   /* the hash may now read what it mapped */
+    pthread_mutex_unlock(&g_pf.mu);
+}
+
+int prefetch_hash_start(int fd, const unsigned char* map, size_t size)
+{
+    hash_t* const h = &g_pf.h;
+    int rc = -1;
+    pthread_mutex_lock(&g_pf.mu);
+    if (!h->active && start_locked() == 0 && g_pf.state > 0) {
+        if (!g_pf.buf) g_pf.buf = (unsigned char*)malloc(STEP);
+        h->state = g_pf.buf ? lmc_hash_create() : NULL;
+        if (h->state) {
+            h->active = 1;
+            h->done = h->urgent = 0;
+            h->fd = fd;
+            h->map = map;
+            h->size = size;
+            h->pos = 0;
+            h->err = 0;
+            if (size == 0) hash_finish_locked(0);
+            pthread_cond_broadcast(&g_pf.cv);
+            rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&g_pf.mu);
+    return rc;
+}
+
+int prefetch_hash_result(uint64_t* hash)
+{
+    hash_t* const h = &g_pf.h;
+    int err;
+    pthread_mutex_lock(&g_pf.mu);
+    if (!h->active) { pthread_mutex_unlock(&g_pf.mu); return EINVAL; }
+    h->urgent = 1;
+    pthread_cond_broadcast(&g_pf.cv);
+    while (!h->done) pthread_cond_wait(&g_pf.cv, &g_pf.mu);
+    *hash = h->result;
+    err = h->err;
+    h->active = 0;
+    pthread_mutex_unlock(&g_pf.mu);
+    return err;
+}
+
+void prefetch_hash_cancel(void)
+{
+    hash_t* const h = &g_pf.h;
+    pthread_mutex_lock(&g_pf.mu);
+    if (h->active) {
+        /* the thread hashes outside the lock while busy with the file */
+        while (g_pf.busy == BUSY_HASH || g_pf.busy == PREFETCH_REF) pthread_cond_wait(&g_pf.cv, &g_pf.mu);
+        if (!h->done) hash_finish_locked(ECANCELED);
+        h->active = 0;
+    }
     pthread_mutex_unlock(&g_pf.mu);
 }

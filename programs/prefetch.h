@@ -1,6 +1,6 @@
 /*
  * prefetch.h - a helper thread of the CLI that maps the pages of its input
- * and reference files in just ahead of the coder.
+ * and reference files in just ahead of the coder, and hashes the reference.
  *
  * Why: the CLI codes straight from read-only file mappings. Where the page
  * cache holds small pages (tmpfs, and file systems without large folios),
@@ -15,11 +15,19 @@
  * the call will read (prefetch_want); the thread maps in that range only,
  * so the process's memory stays what the call touches anyway (the CLI drops
  * pages behind, see map_release and ref_release in lmc.c).
+ *
+ * The reference's hash (the frame's proof of which reference a delta was
+ * made against) needs every byte of it once. The thread hashes the pages it
+ * has just mapped in for the coder, while they are still mapped, and reads
+ * (pread) only what the coder does not pass in order: the part behind the
+ * coder's position that it skipped, and, once the result is asked for,
+ * whatever is left.
  */
 #ifndef LMC_PREFETCH_H
 #define LMC_PREFETCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum { PREFETCH_INPUT = 0, PREFETCH_REF = 1, PREFETCH_REGIONS = 2 };
 
@@ -31,5 +39,19 @@ void prefetch_want(int region, const unsigned char* base, size_t size, size_t fr
 /* Forgets the region's mapping; returns once the thread no longer touches
  * it, so that the caller may unmap it. */
 void prefetch_forget(int region);
+
+/* Starts hashing (lmc_hash_*) the size bytes of the file fd, which the
+ * thread owns from now on and closes. map: the same file mapped (the
+ * PREFETCH_REF region's base), or NULL. 0, or -1 if the thread cannot run
+ * (fd is then the caller's still). */
+int prefetch_hash_start(int fd, const unsigned char* map, size_t size);
+
+/* Waits for the hash started last. 0 and *hash; else an errno value, or
+ * -1 if the file was shorter than size. */
+int prefetch_hash_result(uint64_t* hash);
+
+/* Abandons the hash in progress, if any; returns once the thread no longer
+ * reads the file. */
+void prefetch_hash_cancel(void);
 
 #endif

@@ -251,32 +251,42 @@ check "frame not reading its reference, wrong -r with -t: exit 1" eval '[ $rc -e
 "$LMC" -q -d -r zr1 zz.lmc -o zz.out
 check "frame not reading its reference, right -r: round trip" same zz.out zz
 rm -rf wref d5.out d5.err mf zz zr1 zr2 zz.lmc zz.out
-# A reference of several library calls' worth (the hash thread trails the
-# coder through the mapping, then reads what is left), larger than the
-# input: a frame written to a file (hash patched in at the end) equals one
+# A reference of several library calls' worth, larger than the input: the
+# prefetch thread hashes it as it maps the coder's pages in (with a core to
+# spare: -T1 here) or reads it (-T2), then reads what the coder never asks
+# for. A frame written to a file (hash patched in at the end) equals one
 # written to stdout (hash known first), and references differing only in
-# their first or last byte are refused.
+# their first or last byte are refused, in both ways.
 head -c 25165824 /dev/urandom > bigref
 # first and last bytes known, so that writing 'x' there surely changes them
 printf 'a' | dd of=bigref bs=1 seek=0 conv=notrunc 2>/dev/null
 printf 'a' | dd of=bigref bs=1 seek=25165823 conv=notrunc 2>/dev/null
 head -c 20971520 bigref > bignew
 printf 'abcd' | dd of=bignew bs=1 seek=1000000 conv=notrunc 2>/dev/null
-"$LMC" -q -f -T2 --dtype=bf16 -r bigref bignew -o big.lmc
-"$LMC" -q -T2 --dtype=bf16 -r bigref -c bignew > big2.lmc
-check "large reference: frame to a file equals frame to stdout" same big.lmc big2.lmc
-"$LMC" -q -f -d -r bigref big.lmc -o big.out
-check "large reference: round trip" same big.out bignew
-cp bigref bigwref; printf 'x' | dd of=bigwref bs=1 seek=25165823 conv=notrunc 2>/dev/null
-rm -f big.out
-out=$("$LMC" -d -r bigwref big.lmc -o big.out 2>&1); rc=$?
-check "large reference, last byte wrong, to a file: exit 1, message, no output" \
-    eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference" && [ ! -e big.out ] && no_tmp'
-cp bigref bigwref; printf 'x' | dd of=bigwref bs=1 seek=0 conv=notrunc 2>/dev/null
-out=$("$LMC" -t -r bigwref big.lmc 2>&1); rc=$?
-check "large reference, first byte wrong, -t: exit 1 with the reference message" \
-    eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference"'
-rm -f bigref bignew bigwref big.lmc big2.lmc big.out
+cp bigref bigwref0; printf 'x' | dd of=bigwref0 bs=1 seek=0 conv=notrunc 2>/dev/null
+cp bigref bigwref1; printf 'x' | dd of=bigwref1 bs=1 seek=25165823 conv=notrunc 2>/dev/null
+for t in 1 2; do
+    "$LMC" -q -f -T$t --dtype=bf16 -r bigref bignew -o big.lmc
+    "$LMC" -q -T$t --dtype=bf16 -r bigref -c bignew > big2.lmc
+    check "large reference, -T$t: frame to a file equals frame to stdout" same big.lmc big2.lmc
+    out=$("$LMC" -q -f -T$t --dtype=bf16 -r bigwref1 bignew -o big3.lmc 2>&1)
+    check "large reference, -T$t: the last byte changes the frame's reference hash" \
+        eval '[ -z "$out" ] && ! same big.lmc big3.lmc'
+    rm -f big.out
+    "$LMC" -q -f -d -T$t -r bigref big.lmc -o big.out
+    check "large reference, -T$t: round trip" same big.out bignew
+    rm -f big.out
+    out=$("$LMC" -d -T$t -r bigwref1 big.lmc -o big.out 2>&1); rc=$?
+    check "large reference, -T$t, last byte wrong, to a file: exit 1, message, no output" \
+        eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference" && [ ! -e big.out ] && no_tmp'
+    out=$("$LMC" -d -T$t -r bigwref0 big.lmc -o big.out 2>&1); rc=$?
+    check "large reference, -T$t, first byte wrong, to a file: exit 1, message, no output" \
+        eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference" && [ ! -e big.out ] && no_tmp'
+    out=$("$LMC" -t -T$t -r bigwref0 big.lmc 2>&1); rc=$?
+    check "large reference, -T$t, first byte wrong, -t: exit 1 with the reference message" \
+        eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference"'
+done
+rm -f bigref bignew bigwref0 bigwref1 big.lmc big2.lmc big3.lmc big.out
 "$LMC" -q -r empty -f rand -o rand.eref.lmc && "$LMC" -q -d -r empty rand.eref.lmc -c > rand.eref.out
 check "0-byte reference round trip" same rand.eref.out rand
 "$LMC" -q -r rand -f -o rr.lmc rand && "$LMC" -q -d -r rand -c rr.lmc > rr.out
