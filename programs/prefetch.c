@@ -66,20 +66,24 @@ static void hash_finish_locked(int err)
     pthread_cond_broadcast(&g_pf.cv);
 }
 
-/* With the lock held: whether the thread should read the next step of the
- * reference for its hash now. Only what the coder has gone past (below its
- * latest request), unless nothing else will: the file is not mapped (or no
- * longer used), or someone waits for the result. Before the coder's first
- * request it waits: reading ahead then would leave nothing for the mapped
- * pages to save. */
-static int hash_read_now_locked(void)
+/* With the lock held: how much of the reference the thread should read for
+ * its hash now, from h->pos (0: nothing). Only what the coder has asked for
+ * (below the end of its latest request, which the thread has mapped in
+ * already: reading it catches the hash up with the mapping, so that it
+ * hashes the next request's pages as it maps them), unless nothing else
+ * will: the file is not mapped (or no longer used), or someone waits for
+ * the result. Before the coder's first request it waits: reading ahead
+ * then would leave nothing for the mapped pages to save. */
+static size_t hash_read_now_locked(void)
 {
     hash_t const* const h = &g_pf.h;
     region_t const* const r = &g_pf.r[PREFETCH_REF];
+    size_t const left = h->size - h->pos;
+    size_t const most = left < STEP ? left : STEP;
     if (!h->active || h->done) return 0;
-    if (h->urgent || !h->map) return 1;
-    if (r->base != h->map) return 0;
-    return h->pos + STEP <= r->from;
+    if (h->urgent || !h->map) return most;
+    if (r->base != h->map || h->pos >= r->end) return 0;
+    return r->end - h->pos < most ? r->end - h->pos : most;
 }
 
 static void* prefetch_main(void* arg)
@@ -133,9 +137,9 @@ static void* prefetch_main(void* arg)
             pthread_cond_broadcast(&g_pf.cv);
             continue;
         }
-        if (hash_read_now_locked()) {
+        size_t const n = hash_read_now_locked();
+        if (n) {
             size_t const off = h->pos;
-            size_t const n = h->size - off < STEP ? h->size - off : STEP;
             g_pf.busy = BUSY_HASH;
             pthread_mutex_unlock(&g_pf.mu);
             ssize_t const got = pread(h->fd, g_pf.buf, n, (off_t)off);
