@@ -46,11 +46,12 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int state;          /* 0 not started, 1 running, -1 unavailable */
+    int no_populate;    /* the kernel cannot (MADV_POPULATE_*): hash only */
     int busy;           /* what the thread works on outside the lock */
     region_t r[PREFETCH_REGIONS];
     hash_t h;
     unsigned char* buf; /* STEP bytes, for pread */
-} g_pf = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, BUSY_NONE, { { 0 } }, { 0 }, NULL };
+} g_pf = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .busy = BUSY_NONE };
 
 /* With the lock held: the hash is over (err 0: complete). */
 static void hash_finish_locked(int err)
@@ -128,12 +129,14 @@ static void* prefetch_main(void* arg)
                  * (a file cut short under us, no memory) drop this request:
                  * the coder faults the pages in, or meets the error, itself;
                  * the hash reads the rest of the file, and sees it shrink. */
-                if (e == EINVAL) g_pf.state = -1;
+                if (e == EINVAL) g_pf.no_populate = 1;
                 if (k == PREFETCH_REF && h->map == base) h->map = NULL;
                 r->next = r->end;
             }
-            if (g_pf.state < 0)
+            if (g_pf.no_populate) {   /* the hash reads the file from now on */
                 for (int i = 0; i < PREFETCH_REGIONS; i++) g_pf.r[i].base = NULL;
+                h->map = NULL;
+            }
             pthread_cond_broadcast(&g_pf.cv);
             continue;
         }
@@ -190,7 +193,7 @@ void prefetch_want(int region, const unsigned char* base, size_t size, size_t fr
     if (from >= to) return;
     from -= from % page;   /* the mapping starts on a page; its last page is whole */
     pthread_mutex_lock(&g_pf.mu);
-    if (start_locked() == 0 && g_pf.state > 0) {
+    if (start_locked() == 0 && !g_pf.no_populate) {
         region_t* const r = &g_pf.r[region];
         r->base = base;
         r->size = size;
@@ -219,14 +222,14 @@ int prefetch_hash_start(int fd, const unsigned char* map, size_t size)
     hash_t* const h = &g_pf.h;
     int rc = -1;
     pthread_mutex_lock(&g_pf.mu);
-    if (!h->active && start_locked() == 0 && g_pf.state > 0) {
+    if (!h->active && start_locked() == 0) {
         if (!g_pf.buf) g_pf.buf = (unsigned char*)malloc(STEP);
         h->state = g_pf.buf ? lmc_hash_create() : NULL;
         if (h->state) {
             h->active = 1;
             h->done = h->urgent = 0;
             h->fd = fd;
-            h->map = map;
+            h->map = g_pf.no_populate ? NULL : map;
             h->size = size;
             h->pos = 0;
             h->err = 0;
