@@ -558,6 +558,18 @@ static int load_ref(void)
     return ref_hash_result();
 }
 
+/* Drops the reference's pages from this process's memory every REF_WINDOW
+ * bytes of progress (in practice after every library call, which codes at
+ * most 16 MiB). They come back from the page cache when touched again, so
+ * peak memory stays near one call's worth whatever the reference size. */
+static void ref_release(uint64_t progress)
+{
+    static uint64_t last = 0;
+    if (!g_ref_mapped || progress < last + REF_WINDOW) { if (progress < last) last = progress; return; }
+    madvise((void*)g_ref, g_ref_size, MADV_DONTNEED);
+    last = progress;
+}
+
 static void unload_ref(void)
 {
     if (g_rh.running) { prefetch_hash_cancel(); g_rh.running = 0; }
@@ -727,28 +739,13 @@ static void map_release(job_t* j, size_t done, size_t* released)
  * will read: those of the content range [pos, pos + len) for an input laid
  * out as its reference (a safetensors file's header may be a little longer
  * or shorter, hence the margin). A reference laid out otherwise is faulted
- * in by the coder as before.
- * Every REF_WINDOW bytes of progress (in practice before every library call,
- * which codes at most 16 MiB) every other page of the reference is dropped
- * from this process's memory. They come back from the page cache when
- * touched again, so peak memory stays near one call's worth whatever the
- * reference's size or layout. */
+ * in by the coder as before. */
 static void want_ref(uint64_t pos, size_t len)
 {
-    static uint64_t last = 0;
     size_t const margin = (size_t)256 << 10;
-    size_t from, to;
-    int drop;
-    if (!g_ref_mapped) return;
-    if (pos < last) last = pos;   /* a new file */
-    drop = pos >= last + REF_WINDOW;
-    if (drop) last = pos;
-    from = pos > margin ? (size_t)(pos - margin) : 0;
-    to = pos + len + margin < g_ref_size ? (size_t)(pos + len + margin) : g_ref_size;
-    if (from > g_ref_size) from = g_ref_size;
-    if (prefetch_want(PREFETCH_REF, (const unsigned char*)g_ref, g_ref_size, from, to,
-                      drop ? PREFETCH_DROP_OUTSIDE : PREFETCH_KEEP) != 0 && drop)
-        madvise((void*)g_ref, g_ref_size, MADV_DONTNEED);
+    if (!g_ref_mapped || pos >= g_ref_size) return;
+    prefetch_want(PREFETCH_REF, (const unsigned char*)g_ref, g_ref_size,
+                  pos > margin ? (size_t)pos - margin : 0, (size_t)pos + len + margin);
 }
 
 /* Compression straight from the mapped file: the library takes it whole and
@@ -762,10 +759,8 @@ static int run_compress_mapped(job_t* j)
     for (;;) {
         lmc_outbuf out;
         size_t before = in.pos, r;
-        /* the next call reads about as much as the last one did; the
-         * pages before it go */
-        if (prefetch_want(PREFETCH_INPUT, j->map, j->map_size, in.pos, in.pos + took, PREFETCH_DROP_BELOW) != 0)
-            map_release(j, in.pos, &released);
+        /* the next call reads about as much as the last one did */
+        prefetch_want(PREFETCH_INPUT, j->map, j->map_size, in.pos, in.pos + took);
         want_ref(in.pos, took);
         out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
         r = lmc_compress_stream(g_cctx, &out, &in, 1);
@@ -779,6 +774,8 @@ static int run_compress_mapped(job_t* j)
         j->in_bytes = in.pos;
         if (job_write(j, out.dst, out.pos) != 0) return -1;
         progress_update(j->prog, j->in_bytes, j->out_bytes);
+        ref_release(j->in_bytes);
+        map_release(j, in.pos, &released);
         if (r == 0) return 0;
     }
 }
@@ -795,9 +792,8 @@ static int run_decompress_mapped(job_t* j)
         lmc_outbuf out;
         size_t before = in.pos, r;
         /* a call writes at most the output buffer; it reads about as much
-         * input as the last one did; the pages before it go */
-        if (prefetch_want(PREFETCH_INPUT, j->map, j->map_size, in.pos, in.pos + took, PREFETCH_DROP_BELOW) != 0)
-            map_release(j, in.pos, &released);
+         * input as the last one did */
+        prefetch_want(PREFETCH_INPUT, j->map, j->map_size, in.pos, in.pos + took);
         want_ref(j->out_bytes, g_out_size);
         out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
         r = lmc_decompress_stream(g_dctx, &out, &in);
@@ -806,6 +802,8 @@ static int run_decompress_mapped(job_t* j)
         j->in_bytes = in.pos;
         if (job_write(j, out.dst, out.pos) != 0) return -1;
         progress_update(j->prog, j->in_bytes, j->out_bytes);
+        ref_release(j->out_bytes);
+        map_release(j, in.pos, &released);
         if (r == 0) {
             if (in.pos < in.size) {
                 errmsg("%s: unexpected data after the end of the frame (trailing bytes)", j->in_name);
@@ -926,6 +924,7 @@ static int run_compress(job_t* j)
             if (in.pos != before || out.pos != 0) stuck = 0;
             if (job_write(j, out.dst, out.pos) != 0) return -1;
             progress_update(j->prog, j->in_bytes, j->out_bytes);
+            ref_release(j->in_bytes);
             if (end ? r == 0 : (in.pos == in.size && out.pos < out.size)) break;
         }
         if (end) return 0;
@@ -966,6 +965,7 @@ static int run_decompress(job_t* j)
             j->in_bytes += in.pos - before;
             if (job_write(j, out.dst, out.pos) != 0) return -1;
             progress_update(j->prog, j->in_bytes, j->out_bytes);
+            ref_release(j->out_bytes);
             if (r == 0) {
                 done = 1;
                 if (in.pos < in.size) {

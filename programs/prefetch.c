@@ -28,8 +28,6 @@ typedef struct {
     size_t size;
     size_t from;        /* the start of the latest request */
     size_t next, end;   /* what is still to be mapped in: [next, end) */
-    int drop;           /* PREFETCH_DROP_*, to do before mapping [next, end) in */
-    size_t dropped;     /* DROP_BELOW: everything below it is dropped already */
 } region_t;
 
 typedef struct {
@@ -97,32 +95,6 @@ static void* prefetch_main(void* arg)
     pthread_mutex_lock(&g_pf.mu);
     for (;;) {
         int k = -1;
-        /* drops first: they come before the windows now asked for */
-        for (int i = 0; i < PREFETCH_REGIONS && k < 0; i++) {
-            region_t* const r = &g_pf.r[i];
-            if (!r->base || !r->drop) continue;
-            const unsigned char* const base = r->base;
-            size_t const page = (size_t)sysconf(_SC_PAGESIZE);
-            size_t const span = (r->size + page - 1) / page * page;
-            size_t a1 = 0, b1 = 0, a2 = 0, b2 = 0;
-            if (r->drop == PREFETCH_DROP_BELOW) {
-                a1 = r->dropped; b1 = r->from;
-                if (b1 > r->dropped) r->dropped = b1;
-            } else {
-                b1 = r->from;
-                a2 = (r->end + page - 1) / page * page; b2 = span;
-            }
-            r->drop = PREFETCH_KEEP;
-            g_pf.busy = i;
-            pthread_mutex_unlock(&g_pf.mu);
-            if (b1 > a1) madvise((void*)(base + a1), b1 - a1, MADV_DONTNEED);
-            if (b2 > a2) madvise((void*)(base + a2), b2 - a2, MADV_DONTNEED);
-            pthread_mutex_lock(&g_pf.mu);
-            g_pf.busy = BUSY_NONE;
-            pthread_cond_broadcast(&g_pf.cv);
-            k = -2;
-        }
-        if (k == -2) continue;
         /* take the regions in turn, a step each, so that neither waits for
          * the other's whole range */
         for (int i = 0; i < PREFETCH_REGIONS; i++) {
@@ -161,12 +133,8 @@ static void* prefetch_main(void* arg)
                 if (k == PREFETCH_REF && h->map == base) h->map = NULL;
                 r->next = r->end;
             }
-            if (g_pf.no_populate) {   /* the hash reads the file from now on; the caller drops pages */
-                for (int i = 0; i < PREFETCH_REGIONS; i++) {
-                    region_t* const q = &g_pf.r[i];
-                    if (q->base && q->drop && q->from) madvise((void*)q->base, q->from, MADV_DONTNEED);
-                    q->base = NULL;
-                }
+            if (g_pf.no_populate) {   /* the hash reads the file from now on */
+                for (int i = 0; i < PREFETCH_REGIONS; i++) g_pf.r[i].base = NULL;
                 h->map = NULL;
             }
             pthread_cond_broadcast(&g_pf.cv);
@@ -217,31 +185,24 @@ static int start_locked(void)
     return 0;
 }
 
-int prefetch_want(int region, const unsigned char* base, size_t size, size_t from, size_t to, int drop)
+void prefetch_want(int region, const unsigned char* base, size_t size, size_t from, size_t to)
 {
     size_t const page = (size_t)sysconf(_SC_PAGESIZE);
-    int rc = -1;
-    if (region < 0 || region >= PREFETCH_REGIONS || !base) return -1;
+    if (region < 0 || region >= PREFETCH_REGIONS || !base) return;
     if (to > size) to = size;
-    if (from > to) from = to;
+    if (from >= to) return;
     from -= from % page;   /* the mapping starts on a page; its last page is whole */
     pthread_mutex_lock(&g_pf.mu);
     if (start_locked() == 0 && !g_pf.no_populate) {
         region_t* const r = &g_pf.r[region];
-        if (r->base != base) { r->dropped = 0; r->drop = PREFETCH_KEEP; }
         r->base = base;
         r->size = size;
         r->from = from;
         r->next = from;
         r->end = to;
-        /* a drop not done yet is done now, for the new window: the wider
-         * of the two kinds */
-        if (drop > r->drop) r->drop = drop;
         pthread_cond_broadcast(&g_pf.cv);
-        rc = 0;
     }
     pthread_mutex_unlock(&g_pf.mu);
-    return rc;
 }
 
 void prefetch_forget(int region)
@@ -251,8 +212,6 @@ void prefetch_forget(int region)
     if (region == PREFETCH_REF && g_pf.h.map == g_pf.r[region].base) g_pf.h.map = NULL;
     g_pf.r[region].base = NULL;
     g_pf.r[region].from = g_pf.r[region].next = g_pf.r[region].end = 0;
-    g_pf.r[region].drop = PREFETCH_KEEP;
-    g_pf.r[region].dropped = 0;
     while (g_pf.busy == region) pthread_cond_wait(&g_pf.cv, &g_pf.mu);
     pthread_cond_broadcast(&g_pf.cv);   /* the hash may now read what it mapped */
     pthread_mutex_unlock(&g_pf.mu);

@@ -31,23 +31,10 @@
 
 enum { PREFETCH_INPUT = 0, PREFETCH_REF = 1, PREFETCH_REGIONS = 2 };
 
-/* What the thread drops from the process's memory (MADV_DONTNEED: the pages
- * stay in the page cache) before it maps a region's new window in. */
-enum {
-    PREFETCH_KEEP = 0,
-    PREFETCH_DROP_BELOW = 1,    /* the pages below the window (a file read in order) */
-    PREFETCH_DROP_OUTSIDE = 2   /* every page outside the window */
-};
-
 /* Asks for [from, to) of the mapping at base (size bytes in all) to be
- * mapped in, replacing any earlier request for that region, after the pages
- * `drop` says are dropped. The thread does both, in that order, so that a
- * page it was still mapping in for an earlier window cannot outlive the drop
- * (the caller dropping them itself could not promise that). Starts the
- * thread on first use. 0 if the thread took the request; -1 if it cannot
- * (no thread, or a kernel without MADV_POPULATE_READ): the caller must drop
- * the pages itself then. */
-int prefetch_want(int region, const unsigned char* base, size_t size, size_t from, size_t to, int drop);
+ * mapped in, replacing any earlier request for that region. Starts the
+ * thread on first use; where it cannot start, does nothing. */
+void prefetch_want(int region, const unsigned char* base, size_t size, size_t from, size_t to);
 
 /* Forgets the region's mapping; returns once the thread no longer touches
  * it, so that the caller may unmap it. */
