@@ -566,6 +566,7 @@ static void ref_release(uint64_t progress)
 {
     static uint64_t last = 0;
     if (!g_ref_mapped || progress < last + REF_WINDOW) { if (progress < last) last = progress; return; }
+    prefetch_dropping(PREFETCH_REF, SIZE_MAX);
     madvise((void*)g_ref, g_ref_size, MADV_DONTNEED);
     last = progress;
 }
@@ -731,7 +732,10 @@ static void map_release(job_t* j, size_t done, size_t* released)
 {
     size_t const page = (size_t)sysconf(_SC_PAGESIZE);
     size_t const upto = done / page * page;
-    if (upto > *released) madvise((void*)(j->map + *released), upto - *released, MADV_DONTNEED);
+    if (upto > *released) {
+        prefetch_dropping(PREFETCH_INPUT, upto);
+        madvise((void*)(j->map + *released), upto - *released, MADV_DONTNEED);
+    }
     *released = upto;
 }
 

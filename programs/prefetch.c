@@ -28,6 +28,7 @@ typedef struct {
     size_t size;
     size_t from;        /* the start of the latest request */
     size_t next, end;   /* what is still to be mapped in: [next, end) */
+    size_t dropping;    /* the caller dropped pages below this during the step in flight */
 } region_t;
 
 typedef struct {
@@ -113,12 +114,22 @@ static void* prefetch_main(void* arg)
             size_t const hfrom = h->pos;
             turn = k + 1;
             r->next += n;
+            r->dropping = 0;
             g_pf.busy = k;
             pthread_mutex_unlock(&g_pf.mu);
             int const rc = madvise((void*)(base + a), n, MADV_POPULATE_READ);
             int const e = errno;
             if (rc == 0 && hash_it) lmc_hash_update(h->state, base + hfrom, a + n - hfrom);
             pthread_mutex_lock(&g_pf.mu);
+            /* the caller dropped pages of this step while it was mapped in
+             * (it asked for a later window meanwhile): those mapped in after
+             * its drop would stay in the process's memory, so drop them again */
+            if (r->base == base && r->dropping > a) {
+                size_t const upto = r->dropping < a + n ? r->dropping : a + n;
+                pthread_mutex_unlock(&g_pf.mu);
+                madvise((void*)(base + a), upto - a, MADV_DONTNEED);
+                pthread_mutex_lock(&g_pf.mu);
+            }
             g_pf.busy = BUSY_NONE;
             if (rc == 0 && hash_it && !h->done) {
                 h->pos = a + n;
@@ -202,6 +213,16 @@ void prefetch_want(int region, const unsigned char* base, size_t size, size_t fr
         r->end = to;
         pthread_cond_broadcast(&g_pf.cv);
     }
+    pthread_mutex_unlock(&g_pf.mu);
+}
+
+void prefetch_dropping(int region, size_t upto)
+{
+    size_t const page = (size_t)sysconf(_SC_PAGESIZE);
+    if (region < 0 || region >= PREFETCH_REGIONS) return;
+    upto -= upto % page;
+    pthread_mutex_lock(&g_pf.mu);
+    if (upto > g_pf.r[region].dropping) g_pf.r[region].dropping = upto;
     pthread_mutex_unlock(&g_pf.mu);
 }
 
