@@ -444,10 +444,10 @@ static void progress_clear(progress_t* p)
 /*-************************************************************
  * Reference and contexts
  **************************************************************/
-/* The reference's hash, from g_rh.fd, which it closes: here, when the
- * prefetch thread cannot do it. */
 static int online_cores(void);
 
+/* The reference's hash, from g_rh.fd, which it closes: here, when the
+ * prefetch thread cannot do it. */
 static void* ref_hash_main(void* arg)
 {
     lmc_hash_state* h = lmc_hash_create();
@@ -568,6 +568,7 @@ static void ref_release(uint64_t progress)
     if (!g_ref_mapped || progress < last + REF_WINDOW) { if (progress < last) last = progress; return; }
     prefetch_dropping(PREFETCH_REF, SIZE_MAX);
     madvise((void*)g_ref, g_ref_size, MADV_DONTNEED);
+    prefetch_dropped(PREFETCH_REF);
     last = progress;
 }
 
@@ -735,6 +736,7 @@ static void map_release(job_t* j, size_t done, size_t* released)
     if (upto > *released) {
         prefetch_dropping(PREFETCH_INPUT, upto);
         madvise((void*)(j->map + *released), upto - *released, MADV_DONTNEED);
+        prefetch_dropped(PREFETCH_INPUT);
     }
     *released = upto;
 }

@@ -28,7 +28,10 @@ typedef struct {
     size_t size;
     size_t from;        /* the start of the latest request */
     size_t next, end;   /* what is still to be mapped in: [next, end) */
-    size_t dropping;    /* the caller dropped pages below this during the step in flight */
+    /* the caller's drops of pages of the mapping (prefetch_dropping):
+     * begun and ended so far, and the highest end of a range dropped */
+    unsigned drops_begun, drops_ended;
+    size_t dropped_below;
 } region_t;
 
 typedef struct {
@@ -113,19 +116,20 @@ static void* prefetch_main(void* arg)
                                 && a <= h->pos && h->pos < a + n;
             size_t const hfrom = h->pos;
             turn = k + 1;
+            unsigned const begun = r->drops_begun, ended = r->drops_ended;
             r->next += n;
-            r->dropping = 0;
             g_pf.busy = k;
             pthread_mutex_unlock(&g_pf.mu);
             int const rc = madvise((void*)(base + a), n, MADV_POPULATE_READ);
             int const e = errno;
             if (rc == 0 && hash_it) lmc_hash_update(h->state, base + hfrom, a + n - hfrom);
             pthread_mutex_lock(&g_pf.mu);
-            /* the caller dropped pages of this step while it was mapped in
-             * (it asked for a later window meanwhile): those mapped in after
-             * its drop would stay in the process's memory, so drop them again */
-            if (r->base == base && r->dropping > a) {
-                size_t const upto = r->dropping < a + n ? r->dropping : a + n;
+            /* a drop by the caller overlapped this step (one began during
+             * it, or was under way when it began): pages mapped in after the
+             * caller dropped them would stay in the process's memory, so drop
+             * them again */
+            if (r->base == base && (r->drops_begun != begun || begun != ended) && r->dropped_below > a) {
+                size_t const upto = r->dropped_below < a + n ? r->dropped_below : a + n;
                 pthread_mutex_unlock(&g_pf.mu);
                 madvise((void*)(base + a), upto - a, MADV_DONTNEED);
                 pthread_mutex_lock(&g_pf.mu);
@@ -222,7 +226,16 @@ void prefetch_dropping(int region, size_t upto)
     if (region < 0 || region >= PREFETCH_REGIONS) return;
     upto -= upto % page;
     pthread_mutex_lock(&g_pf.mu);
-    if (upto > g_pf.r[region].dropping) g_pf.r[region].dropping = upto;
+    g_pf.r[region].drops_begun++;
+    if (upto > g_pf.r[region].dropped_below) g_pf.r[region].dropped_below = upto;
+    pthread_mutex_unlock(&g_pf.mu);
+}
+
+void prefetch_dropped(int region)
+{
+    if (region < 0 || region >= PREFETCH_REGIONS) return;
+    pthread_mutex_lock(&g_pf.mu);
+    g_pf.r[region].drops_ended++;
     pthread_mutex_unlock(&g_pf.mu);
 }
 
@@ -233,6 +246,7 @@ void prefetch_forget(int region)
     if (region == PREFETCH_REF && g_pf.h.map == g_pf.r[region].base) g_pf.h.map = NULL;
     g_pf.r[region].base = NULL;
     g_pf.r[region].from = g_pf.r[region].next = g_pf.r[region].end = 0;
+    g_pf.r[region].dropped_below = 0;
     while (g_pf.busy == region) pthread_cond_wait(&g_pf.cv, &g_pf.mu);
     pthread_cond_broadcast(&g_pf.cv);   /* the hash may now read what it mapped */
     pthread_mutex_unlock(&g_pf.mu);

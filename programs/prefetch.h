@@ -36,13 +36,15 @@ enum { PREFETCH_INPUT = 0, PREFETCH_REF = 1, PREFETCH_REGIONS = 2 };
  * thread on first use; where it cannot start, does nothing. */
 void prefetch_want(int region, const unsigned char* base, size_t size, size_t from, size_t to);
 
-/* The caller is about to drop the region's pages below upto (SIZE_MAX:
- * all of them) from the process's memory. A step the thread is mapping in
- * meanwhile is dropped again (up to there) once done: a page it mapped in
- * after the caller's drop would otherwise stay, and the process's memory
- * grow with every window (decompressing an 8.6 GB keyframe from ext4 held
- * 32-55 MB instead of 17-19 MB before this existed). */
+/* Around each of the caller's own drops (MADV_DONTNEED) of the region's
+ * pages below upto (SIZE_MAX: all of them): dropping before, dropped after.
+ * A step the thread mapped in while such a drop was under way is dropped
+ * again (below upto) once done: a page mapped in after the caller dropped it
+ * would otherwise stay, and the process's memory grow with every window
+ * (decompressing an 8.6 GB keyframe from ext4 held 32-55 MB instead of
+ * 16-19 MB before this existed). Neither waits for the thread. */
 void prefetch_dropping(int region, size_t upto);
+void prefetch_dropped(int region);
 
 /* Forgets the region's mapping; returns once the thread no longer touches
  * it, so that the caller may unmap it. */
