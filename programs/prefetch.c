@@ -25,8 +25,6 @@ enum { BUSY_NONE = -1, BUSY_HASH = PREFETCH_REGIONS };   /* else the region */
 
 typedef struct {
     const unsigned char* base;
-    size_t size;
-    size_t from;        /* the start of the latest request */
     size_t next, end;   /* what is still to be mapped in: [next, end) */
     /* the caller's drops of pages of the mapping (prefetch_dropping):
      * begun and ended so far, and the highest end of a range dropped */
@@ -211,8 +209,6 @@ void prefetch_want(int region, const unsigned char* base, size_t size, size_t fr
     if (start_locked() == 0 && !g_pf.no_populate) {
         region_t* const r = &g_pf.r[region];
         r->base = base;
-        r->size = size;
-        r->from = from;
         r->next = from;
         r->end = to;
         pthread_cond_broadcast(&g_pf.cv);
@@ -245,7 +241,7 @@ void prefetch_forget(int region)
     pthread_mutex_lock(&g_pf.mu);
     if (region == PREFETCH_REF && g_pf.h.map == g_pf.r[region].base) g_pf.h.map = NULL;
     g_pf.r[region].base = NULL;
-    g_pf.r[region].from = g_pf.r[region].next = g_pf.r[region].end = 0;
+    g_pf.r[region].next = g_pf.r[region].end = 0;
     g_pf.r[region].dropped_below = 0;
     while (g_pf.busy == region) pthread_cond_wait(&g_pf.cv, &g_pf.mu);
     pthread_cond_broadcast(&g_pf.cv);   /* the hash may now read what it mapped */
