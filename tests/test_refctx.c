@@ -104,7 +104,9 @@ static size_t roundtrip(rc_state* s, size_t m, unsigned w)
     return sz;
 }
 
-enum { K_SAME, K_SMALL, K_CROSS, K_EXTREME, K_RANDOM, K_SPARSE, K_COUNT };
+/* K_FEWWORDS (outside the round-trip loop): most magnitudes move by
+ * 2^9..2^10-1, one token, so a block with many raw bits and few rANS words */
+enum { K_SAME, K_SMALL, K_CROSS, K_EXTREME, K_RANDOM, K_SPARSE, K_COUNT, K_FEWWORDS = K_COUNT };
 
 static void fill(rc_state* s, size_t m, unsigned w, int kind, uint64_t seed)
 {
@@ -138,6 +140,9 @@ static void fill(rc_state* s, size_t m, unsigned w, int kind, uint64_t seed)
         case K_SPARSE:
             cur = (tu_next(&r) % 8) ? ref : (ref ^ (uint32_t)(tu_next(&r) & 0x3F));
             break;
+        case K_FEWWORDS:
+            cur = ref + (tu_next(&r) % 16 ? 512 + (uint32_t)(tu_next(&r) % 512) : (uint32_t)(tu_next(&r) % 64));
+            break;
         default:
             ref = (uint32_t)tu_next(&r) & mask;
             cur = (uint32_t)tu_next(&r) & mask;
@@ -165,6 +170,67 @@ static void test_roundtrip(void** state)
                 if (sz > LMC_REFCTX_WIDE_MIN + 4096) assert_true(wide);
                 if (kind == K_RANDOM && sizes[z] == LMC_VBLOCK_MAX) assert_true(wide);
             }
+}
+
+/* Two full blocks decoded as a pair (lmc_refctx_decode_pair: their token
+ * loops interleaved where the CPU has AVX-512 VBMI, one after the other
+ * elsewhere) give what each gives alone, in every CPU mode, for pairs
+ * whose word streams differ in length (one may end long before the other,
+ * or be too short for the paired loop at all); a truncated or damaged
+ * block of either place is refused. */
+static void test_pairs(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    size_t const m = LMC_VBLOCK_MAX;
+    static const int kinds[][2] = { { K_RANDOM, K_SMALL }, { K_SMALL, K_RANDOM }, { K_SPARSE, K_RANDOM },
+                                    { K_RANDOM, K_SAME }, { K_SAME, K_SPARSE }, { K_EXTREME, K_CROSS },
+                                    { K_SMALL, K_SMALL }, { K_FEWWORDS, K_RANDOM }, { K_SMALL, K_FEWWORDS } };
+    for (unsigned w = 2; w <= 4; w += 2)
+        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+            uint8_t* const cur = (uint8_t*)tu_xmalloc(2 * m * w);
+            uint8_t* const ref = (uint8_t*)tu_xmalloc(2 * m * w);
+            uint8_t* const out = (uint8_t*)tu_xmalloc(2 * m * w);
+            uint8_t* blk[2];
+            size_t sz[2];
+            for (int b = 0; b < 2; b++) {
+                fill(s, m, w, kinds[k][b], 1000 + 10 * k + (size_t)b + w);
+                memcpy(cur + (size_t)b * m * w, s->cur, m * w);
+                memcpy(ref + (size_t)b * m * w, s->ref, m * w);
+                (void)lmc_refctx_prepare(s->enc, s->cur, s->ref, m, w);
+                size_t const z = lmc_refctx_encode(s->enc, s->buf, BUFCAP);
+                assert_true(z > 4);
+                sz[b] = z - 4;
+                if (kinds[k][b] == K_FEWWORDS || kinds[k][b] == K_RANDOM) assert_true(s->buf[4] & LMC_REFCTX_WIDE);
+                blk[b] = (uint8_t*)tu_xmalloc(sz[b]);   /* exact size: ASan sees any read past it */
+                memcpy(blk[b], s->buf + 4, sz[b]);
+            }
+            lmc_refctx_dws* const ws2 = (lmc_refctx_dws*)calloc(1, sizeof(lmc_refctx_dws));
+            tu_rng rng = { 77 * k + w };
+            for (size_t mode = 0; mode < NMODES; mode++) {
+                lmc_cpu_restrict(cpu_modes[mode]);
+                memset(out, 0xEE, 2 * m * w);
+                size_t const r = lmc_refctx_decode_pair(s->dec, ws2, out, m, w, ref, blk[0], sz[0], blk[1], sz[1]);
+                assert_false(lmc_is_error(r));
+                assert_memory_equal(out, cur, 2 * m * w);
+                /* either block cut short, or with a byte changed in its
+                 * words (the end of the block): refused */
+                for (int b = 0; b < 2; b++) {
+                    size_t const cut = sz[b] - 1 - (size_t)(tu_next(&rng) % 16);
+                    size_t const bad = b ? lmc_refctx_decode_pair(s->dec, ws2, out, m, w, ref, blk[0], sz[0], blk[1], cut)
+                                         : lmc_refctx_decode_pair(s->dec, ws2, out, m, w, ref, blk[0], cut, blk[1], sz[1]);
+                    assert_true(lmc_is_error(bad));
+                    size_t const at = sz[b] - 1 - (size_t)(tu_next(&rng) % 8);
+                    blk[b][at] ^= 0x5A;
+                    size_t const bad2 = lmc_refctx_decode_pair(s->dec, ws2, out, m, w, ref, blk[0], sz[0], blk[1], sz[1]);
+                    blk[b][at] ^= 0x5A;
+                    /* the last words decoded are the states' first: a change
+                     * there leaves a state off its end value */
+                    assert_true(lmc_is_error(bad2));
+                }
+            }
+            lmc_cpu_restrict(~0u);
+            free(ws2); free(blk[0]); free(blk[1]); free(cur); free(ref); free(out);
+        }
 }
 
 /* Contexts joined from the start (float16: one group per exponent at
@@ -487,6 +553,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_pairs),
         cmocka_unit_test(test_all_sign_pairs),
         cmocka_unit_test(test_ctx_join),
         cmocka_unit_test(test_handmade),

@@ -78,6 +78,21 @@ static size_t decode_refmodel(lmc_chunk_dws* ws, uint8_t* dst, size_t n, unsigne
         LMC_FORWARD(h);
         pos += h;
         if (kind == LMC_KIND_REFCTX) {
+            size_t const m2 = LMC_MIN((size_t)LMC_VBLOCK_MAX, n - b - m);
+            if (m2 == m && lmc_refctx_pairs()) {
+                /* two full blocks in a row, both REFCTX: decoded as a pair */
+                unsigned kind2, mode2 = 0;
+                size_t size2 = 0;
+                size_t const h2 = read_vblock_head(src + pos + size, avail - pos - size, &kind2, &mode2, &size2);
+                if (!lmc_is_error(h2) && kind2 == LMC_KIND_REFCTX) {
+                    LMC_FORWARD(lmc_refctx_decode_pair(&ws->rc, &ws->rc2, dst + b * w, m, w, r + b * w, src + pos, size,
+                                                       src + pos + size + h2, size2));
+                    pos += size + h2 + size2;
+                    b += m;
+                    hash_upto(hc, out + (b + m) * w, 0);
+                    continue;
+                }
+            }
             LMC_FORWARD(lmc_refctx_decode(&ws->rc, dst + b * w, m, w, r + b * w, src + pos, size));
             pos += size;
             hash_upto(hc, out + (b + m) * w, 0);

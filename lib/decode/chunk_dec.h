@@ -12,6 +12,7 @@
 typedef struct {
     lmc_block_dws blk;
     lmc_refctx_dws rc;
+    lmc_refctx_dws rc2;         /* the second block of a pair (lmc_refctx_decode_pair) */
     uint8_t*      streams;      /* at least the chunk content size */
     size_t        streams_cap;
 } lmc_chunk_dws;

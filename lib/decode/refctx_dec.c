@@ -975,40 +975,88 @@ LMC_TARGET_AVX512VBMI LMC_FORCE_INLINE __m512i group_bytes(__m512i e, __m512i t0
                                   _mm512_permutex2var_epi8(t2, e, t3));
 }
 
+/* The groups' offsets in went (g << 12) of tokens i..i+31, from the
+ * gmap bytes in t0-t3. */
+LMC_TARGET_AVX512VBMI LMC_FORCE_INLINE void round_groups(const uint8_t* ref, size_t i, unsigned bits, __m512i t0,
+                                                         __m512i t1, __m512i t2, __m512i t3, __m512i* ga, __m512i* gb)
+{
+    if (bits == 16) {
+        /* 32 values: the exponent in each word's low byte; g << 12 in 16
+         * bits drops the high byte's lookup (g < 16) */
+        __m512i const e = _mm512_srli_epi16(_mm512_loadu_si512((const void*)(ref + 2 * i)), 7);
+        __m512i const g = _mm512_slli_epi16(group_bytes(e, t0, t1, t2, t3), 12);
+        *ga = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(g));
+        *gb = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(g, 1));
+    } else {
+        __m512i const ea = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i)), 23);
+        __m512i const eb = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i + 64)), 23);
+        *ga = _mm512_srli_epi32(_mm512_slli_epi32(group_bytes(ea, t0, t1, t2, t3), 24), 12);
+        *gb = _mm512_srli_epi32(_mm512_slli_epi32(group_bytes(eb, t0, t1, t2, t3), 24), 12);
+    }
+}
+
 /* Pass 1 of a wide block with AVX-512 VBMI: as decode_tokens_avx512, the
  * groups' offsets from byte permutes instead of a gather. On a Zen 4 core
  * the gathers were most of this loop's time. */
-LMC_TARGET_AVX512VBMI static size_t decode_tokens_vbmi(lmc_refctx_dws* ws, size_t m, const uint8_t* ref, uint32_t* x,
-                                                       const uint8_t** wpp, const uint8_t* wend, unsigned bits)
+LMC_TARGET_AVX512VBMI static size_t decode_tokens_vbmi(lmc_refctx_dws* ws, size_t i, size_t m, const uint8_t* ref,
+                                                       uint32_t* x, const uint8_t** wpp, const uint8_t* wend, unsigned bits)
 {
     const uint8_t* const wbase = *wpp;
     size_t const nw = (size_t)(wend - wbase) / 2;
-    size_t i = 0, wi = 0;
+    size_t wi = 0;
     __m512i const t0 = _mm512_loadu_si512((const void*)ws->gmap), t1 = _mm512_loadu_si512((const void*)(ws->gmap + 64));
     __m512i const t2 = _mm512_loadu_si512((const void*)(ws->gmap + 128)), t3 = _mm512_loadu_si512((const void*)(ws->gmap + 192));
     __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
     if (nw >= 32)
         for (; i + 32 <= m && wi <= nw - 32; i += 32) {
             __m512i ga, gb;
-            if (bits == 16) {
-                /* 32 values: the exponent in each word's low byte; g << 12
-                 * in 16 bits drops the high byte's lookup (g < 16) */
-                __m512i const e = _mm512_srli_epi16(_mm512_loadu_si512((const void*)(ref + 2 * i)), 7);
-                __m512i const g = _mm512_slli_epi16(group_bytes(e, t0, t1, t2, t3), 12);
-                ga = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(g));
-                gb = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(g, 1));
-            } else {
-                __m512i const ea = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i)), 23);
-                __m512i const eb = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i + 64)), 23);
-                ga = _mm512_srli_epi32(_mm512_slli_epi32(group_bytes(ea, t0, t1, t2, t3), 24), 12);
-                gb = _mm512_srli_epi32(_mm512_slli_epi32(group_bytes(eb, t0, t1, t2, t3), 24), 12);
-            }
+            round_groups(ref, i, bits, t0, t1, t2, t3, &ga, &gb);
             wide_round(ws, i, ga, gb, &xa, &xb, wbase, &wi);
         }
     _mm512_storeu_si512((void*)x, xa);
     _mm512_storeu_si512((void*)(x + 16), xb);
     *wpp = wbase + 2 * wi;
     return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
+}
+
+/* Pass 1 of two wide blocks at once, a round of each in turn, as far as
+ * both go: each round waits on its gathers (a state's next table entry
+ * depends on the state), and a block has two vectors of states, so one
+ * block alone leaves the core idle between its rounds; the other block's
+ * rounds fill that time. Returns the tokens of each block done (the same
+ * for both); x, *wpp hold where each block stands, for
+ * decode_tokens_vbmi to go on from. */
+LMC_TARGET_AVX512VBMI static size_t decode_tokens_vbmi_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, size_t m,
+                                                            const uint8_t* ref0, const uint8_t* ref1,
+                                                            uint32_t* x0, uint32_t* x1, const uint8_t** wpp0,
+                                                            const uint8_t** wpp1, const uint8_t* wend0,
+                                                            const uint8_t* wend1, unsigned bits)
+{
+    const uint8_t* const wbase0 = *wpp0;
+    const uint8_t* const wbase1 = *wpp1;
+    size_t const nw0 = (size_t)(wend0 - wbase0) / 2, nw1 = (size_t)(wend1 - wbase1) / 2;
+    size_t i = 0, wi0 = 0, wi1 = 0;
+    __m512i const t0 = _mm512_loadu_si512((const void*)ws0->gmap), t1 = _mm512_loadu_si512((const void*)(ws0->gmap + 64));
+    __m512i const t2 = _mm512_loadu_si512((const void*)(ws0->gmap + 128)), t3 = _mm512_loadu_si512((const void*)(ws0->gmap + 192));
+    __m512i const u0 = _mm512_loadu_si512((const void*)ws1->gmap), u1 = _mm512_loadu_si512((const void*)(ws1->gmap + 64));
+    __m512i const u2 = _mm512_loadu_si512((const void*)(ws1->gmap + 128)), u3 = _mm512_loadu_si512((const void*)(ws1->gmap + 192));
+    __m512i xa = _mm512_loadu_si512((const void*)x0), xb = _mm512_loadu_si512((const void*)(x0 + 16));
+    __m512i ya = _mm512_loadu_si512((const void*)x1), yb = _mm512_loadu_si512((const void*)(x1 + 16));
+    if (nw0 >= 32 && nw1 >= 32)
+        for (; i + 32 <= m && wi0 <= nw0 - 32 && wi1 <= nw1 - 32; i += 32) {
+            __m512i ga, gb, ha, hb;
+            round_groups(ref0, i, bits, t0, t1, t2, t3, &ga, &gb);
+            round_groups(ref1, i, bits, u0, u1, u2, u3, &ha, &hb);
+            wide_round(ws0, i, ga, gb, &xa, &xb, wbase0, &wi0);
+            wide_round(ws1, i, ha, hb, &ya, &yb, wbase1, &wi1);
+        }
+    _mm512_storeu_si512((void*)x0, xa);
+    _mm512_storeu_si512((void*)(x0 + 16), xb);
+    _mm512_storeu_si512((void*)x1, ya);
+    _mm512_storeu_si512((void*)(x1 + 16), yb);
+    *wpp0 = wbase0 + 2 * wi0;
+    *wpp1 = wbase1 + 2 * wi1;
+    return i;
 }
 #  else
 #    define LMC_REFCTX_VBMI 0
@@ -1080,8 +1128,18 @@ static void build_group(lmc_refctx_dgroup* g, const uint16_t* freq, unsigned alp
     }
 }
 
-size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
-                         const uint8_t* ref, const uint8_t* src, size_t size)
+/* A block between its header and its end: its states and streams. */
+typedef struct {
+    uint32_t x[LMC_REFCTX_STATES_MAX];
+    rawbits rb;
+    const uint8_t* wp;     /* the next rANS word */
+    const uint8_t* wend;
+    unsigned G, wide;
+} block_state;
+
+/* Reads the block's header, tables and initial states, and sets up its
+ * streams. Returns 0 or an error. */
+static size_t block_begin(lmc_refctx_dws* ws, unsigned w, const uint8_t* src, size_t size, block_state* bs)
 {
     unsigned const alpha = lmc_refctx_alpha(w);
     size_t pos = 0;
@@ -1093,11 +1151,12 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
         ws->tbase[b] = tok >= alpha || !k ? 0 : neg ? 1 - ((int64_t)1 << k) : ((int64_t)1 << (k - 1));
     }
     LMC_RETURN_IF(size < 1, TRUNCATED);
-    unsigned const wide = src[pos] & LMC_REFCTX_WIDE;
-    unsigned const S = wide ? LMC_REFCTX_STATES_WIDE : LMC_ANS_STATES;
+    bs->wide = src[pos] & LMC_REFCTX_WIDE;
+    unsigned const S = bs->wide ? LMC_REFCTX_STATES_WIDE : LMC_ANS_STATES;
     unsigned const G = src[pos++] & ~LMC_REFCTX_WIDE;
     LMC_RETURN_IF(G == 0 || G > LMC_REFCTX_MAX_GROUPS, CORRUPT);
     LMC_RETURN_IF(size - pos < G - 1, TRUNCATED);
+    bs->G = G;
     unsigned prev = 0;
     for (unsigned g = 1; g < G; g++) {
         unsigned const b = src[pos + g - 1];
@@ -1116,14 +1175,14 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
         build_group(&ws->grp[g], ws->freq, alpha);
     }
     LMC_RETURN_IF(size - pos < 4 * S + 4, TRUNCATED);
-    uint32_t x[LMC_REFCTX_STATES_MAX];
     for (unsigned j = 0; j < S; j++) {
-        x[j] = lmc_rd32(src + pos); pos += 4;
-        LMC_RETURN_IF(x[j] < LMC_ANS_L, CORRUPT);
+        bs->x[j] = lmc_rd32(src + pos); pos += 4;
+        LMC_RETURN_IF(bs->x[j] < LMC_ANS_L, CORRUPT);
     }
     size_t const raw_size = lmc_rd32(src + pos); pos += 4;
     LMC_RETURN_IF(raw_size > size - pos, TRUNCATED);
-    rawbits rb = { src + pos, src + pos + raw_size, 0, 0, src + pos + raw_size };
+    rawbits const rb = { src + pos, src + pos + raw_size, 0, 0, src + pos + raw_size };
+    bs->rb = rb;
     if (raw_size < LMC_REFCTX_RAWPAD) {
         /* a sparse delta's raw stream is short, and its last 31 bytes can
          * hold a quarter of the block's values: a padded copy lets the
@@ -1131,63 +1190,137 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
          * of its values unchanged: 24 % of them went the scalar way) */
         memcpy(ws->rawpad, src + pos, raw_size);
         memset(ws->rawpad + raw_size, 0, LMC_REFCTX_RAWPAD_ZEROS);
-        rb.p = ws->rawpad;
-        rb.end = ws->rawpad + raw_size;
-        rb.lim = rb.end + LMC_REFCTX_RAWPAD_LIM;
+        bs->rb.p = ws->rawpad;
+        bs->rb.end = ws->rawpad + raw_size;
+        bs->rb.lim = bs->rb.end + LMC_REFCTX_RAWPAD_LIM;
     }
-    const uint8_t* wp = src + pos + raw_size;
-    const uint8_t* const wend = src + size;
+    bs->wp = src + pos + raw_size;
+    bs->wend = src + size;
+    return 0;
+}
+
+/* Every word and raw bit used, every state back at its start: 0 or an error. */
+static size_t block_end(block_state* bs)
+{
+    unsigned const S = bs->wide ? LMC_REFCTX_STATES_WIDE : LMC_ANS_STATES;
+    LMC_RETURN_IF(bs->wp != bs->wend, CORRUPT);
+    for (unsigned j = 0; j < S; j++) LMC_RETURN_IF(bs->x[j] != LMC_ANS_L, CORRUPT);
+    /* the raw stream: exactly ceil(bits / 8) bytes, zero padding */
+    raw_refill_slow(&bs->rb);
+    LMC_RETURN_IF(bs->rb.p != bs->rb.end || bs->rb.bc >= 8 || bs->rb.bb != 0, CORRUPT);
+    return 0;
+}
+
+#if LMC_REFCTX_AVX512
+/* Pass 2 of a wide block with AVX-512. */
+static size_t apply_wide_avx512(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb, unsigned w)
+{
+    if (w == 2) return apply16_avx512(ws, dst, m, ref, rb);
+#if LMC_REFCTX_VBMI
+    if (lmc_cpu_has_avx512vbmi()) return apply32_vbmi(ws, dst, m, ref, rb);
+#endif
+    return apply32_avx512(ws, dst, m, ref, rb);
+}
+#endif
+
+#if LMC_REFCTX_VBMI
+/* The wide tables of decode_tokens_vbmi. */
+static void wide_tables_vbmi(lmc_refctx_dws* ws, unsigned G, unsigned alpha)
+{
+    build_went(ws, G, alpha);
+    for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++)
+        ws->gmap[c] = (uint8_t)((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp);
+}
+#endif
+
+/* Passes 1 and 2 of a block, with the best instructions at hand. */
+static size_t block_body(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w, const uint8_t* ref, block_state* bs)
+{
+    uint32_t* const x = bs->x;
     size_t r;
-    if (wide) {
+    if (bs->wide) {
 #if LMC_REFCTX_AVX512
         if (lmc_cpu_has_avx512()) {
-            build_went(ws, G, alpha);
 #if LMC_REFCTX_VBMI
             if (lmc_cpu_has_avx512vbmi()) {
-                for (unsigned c = 0; c < LMC_REFCTX_CONTEXTS; c++)
-                    ws->gmap[c] = (uint8_t)((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp);
-                r = decode_tokens_vbmi(ws, m, ref, x, &wp, wend, 8 * w);
+                wide_tables_vbmi(ws, bs->G, lmc_refctx_alpha(w));
+                r = decode_tokens_vbmi(ws, 0, m, ref, x, &bs->wp, bs->wend, 8 * w);
             } else
 #endif
             {
+                build_went(ws, bs->G, lmc_refctx_alpha(w));
                 for (unsigned c = 0; c < 2 * LMC_REFCTX_CONTEXTS; c++)
                     ws->woff[c] = (int32_t)(((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp) * LMC_ANS_M);
-                r = decode_tokens_avx512(ws, m, ref, x, &wp, wend, 8 * w);
+                r = decode_tokens_avx512(ws, m, ref, x, &bs->wp, bs->wend, 8 * w);
             }
-            if (!lmc_is_error(r)) {
-                if (w == 2) r = apply16_avx512(ws, dst, m, ref, &rb);
-#if LMC_REFCTX_VBMI
-                else if (lmc_cpu_has_avx512vbmi()) r = apply32_vbmi(ws, dst, m, ref, &rb);
-#endif
-                else r = apply32_avx512(ws, dst, m, ref, &rb);
-            }
+            if (!lmc_is_error(r)) r = apply_wide_avx512(ws, dst, m, ref, &bs->rb, w);
         } else
 #endif
 #if LMC_REFCTX_AVX2
-        if (w == 2 && lmc_cpu_has_avx2()) r = decode16_wide_avx2(ws, dst, m, ref, x, &rb, &wp, wend);
+        if (w == 2 && lmc_cpu_has_avx2()) r = decode16_wide_avx2(ws, dst, m, ref, x, &bs->rb, &bs->wp, bs->wend);
         else
 #endif
         {
-            r = decode_tokens_wide(ws, 0, m, ref, x, &wp, wend, 8 * w, lmc_cpu_has_avx2_asm());
-            if (!lmc_is_error(r)) r = apply_block(ws, dst, m, ref, &rb, w);
+            r = decode_tokens_wide(ws, 0, m, ref, x, &bs->wp, bs->wend, 8 * w, lmc_cpu_has_avx2_asm());
+            if (!lmc_is_error(r)) r = apply_block(ws, dst, m, ref, &bs->rb, w);
         }
     } else
 #if LMC_REFCTX_AVX2
     if (lmc_cpu_has_avx2())
-        r = w == 2 ? decode16_avx2(ws, dst, m, ref, x, &rb, &wp, wend) : decode32_avx2(ws, dst, m, ref, x, &rb, &wp, wend);
+        r = w == 2 ? decode16_avx2(ws, dst, m, ref, x, &bs->rb, &bs->wp, bs->wend)
+                   : decode32_avx2(ws, dst, m, ref, x, &bs->rb, &bs->wp, bs->wend);
     else
 #endif
 #if LMC_HAS_BMI2_DISPATCH
     if (lmc_cpu_has_bmi2())
-        r = w == 2 ? decode16_bmi2(ws, dst, m, ref, x, &rb, &wp, wend) : decode32_bmi2(ws, dst, m, ref, x, &rb, &wp, wend);
+        r = w == 2 ? decode16_bmi2(ws, dst, m, ref, x, &bs->rb, &bs->wp, bs->wend)
+                   : decode32_bmi2(ws, dst, m, ref, x, &bs->rb, &bs->wp, bs->wend);
     else
 #endif
-        r = w == 2 ? decode16(ws, dst, m, ref, x, &rb, &wp, wend) : decode32(ws, dst, m, ref, x, &rb, &wp, wend);
-    LMC_FORWARD(r);
-    LMC_RETURN_IF(wp != wend, CORRUPT);
-    for (unsigned j = 0; j < S; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
-    /* the raw stream: exactly ceil(bits / 8) bytes, zero padding */
-    raw_refill_slow(&rb);
-    LMC_RETURN_IF(rb.p != rb.end || rb.bc >= 8 || rb.bb != 0, CORRUPT);
+        r = w == 2 ? decode16(ws, dst, m, ref, x, &bs->rb, &bs->wp, bs->wend)
+                   : decode32(ws, dst, m, ref, x, &bs->rb, &bs->wp, bs->wend);
+    return r;
+}
+
+size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
+                         const uint8_t* ref, const uint8_t* src, size_t size)
+{
+    block_state bs;
+    LMC_FORWARD(block_begin(ws, w, src, size, &bs));
+    LMC_FORWARD(block_body(ws, dst, m, w, ref, &bs));
+    return block_end(&bs);
+}
+
+int lmc_refctx_pairs(void)
+{
+#if LMC_REFCTX_VBMI
+    return lmc_cpu_has_avx512() && lmc_cpu_has_avx512vbmi();
+#else
     return 0;
+#endif
+}
+
+size_t lmc_refctx_decode_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, uint8_t* dst, size_t m, unsigned w,
+                              const uint8_t* ref, const uint8_t* src0, size_t size0, const uint8_t* src1, size_t size1)
+{
+#if LMC_REFCTX_VBMI
+    if (lmc_refctx_pairs() && size0 && size1 && (src0[0] & src1[0] & LMC_REFCTX_WIDE)) {
+        block_state b0, b1;
+        uint8_t* const dst1 = dst + m * w;
+        const uint8_t* const ref1 = ref + m * w;
+        LMC_FORWARD(block_begin(ws0, w, src0, size0, &b0));
+        LMC_FORWARD(block_begin(ws1, w, src1, size1, &b1));
+        wide_tables_vbmi(ws0, b0.G, lmc_refctx_alpha(w));
+        wide_tables_vbmi(ws1, b1.G, lmc_refctx_alpha(w));
+        size_t const i = decode_tokens_vbmi_pair(ws0, ws1, m, ref, ref1, b0.x, b1.x, &b0.wp, &b1.wp, b0.wend, b1.wend, 8 * w);
+        LMC_FORWARD(decode_tokens_vbmi(ws0, i, m, ref, b0.x, &b0.wp, b0.wend, 8 * w));
+        LMC_FORWARD(apply_wide_avx512(ws0, dst, m, ref, &b0.rb, w));
+        LMC_FORWARD(block_end(&b0));
+        LMC_FORWARD(decode_tokens_vbmi(ws1, i, m, ref1, b1.x, &b1.wp, b1.wend, 8 * w));
+        LMC_FORWARD(apply_wide_avx512(ws1, dst1, m, ref1, &b1.rb, w));
+        return block_end(&b1);
+    }
+#endif
+    LMC_FORWARD(lmc_refctx_decode(ws0, dst, m, w, ref, src0, size0));
+    return lmc_refctx_decode(ws1, dst + m * w, m, w, ref + m * w, src1, size1);
 }

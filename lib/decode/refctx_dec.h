@@ -60,4 +60,15 @@ typedef struct {
 size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
                          const uint8_t* ref, const uint8_t* src, size_t size);
 
+/* Whether lmc_refctx_decode_pair decodes two blocks at once on this CPU
+ * (else it decodes one after the other). */
+int lmc_refctx_pairs(void);
+
+/* Two consecutive blocks of m values each, src0[0..size0) and
+ * src1[0..size1), into dst[0..2 m w) against ref[0..2 m w), with a
+ * workspace each: the same result as lmc_refctx_decode on each in turn,
+ * faster where both are wide (their token loops run interleaved). */
+size_t lmc_refctx_decode_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, uint8_t* dst, size_t m, unsigned w,
+                              const uint8_t* ref, const uint8_t* src0, size_t size0, const uint8_t* src1, size_t size1);
+
 #endif
