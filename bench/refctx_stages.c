@@ -3,13 +3,15 @@
  * pair, in memory, without framing, checksums or threads.
  *
  * Usage: refctx_stages NEW.safetensors REF.safetensors [iterations [CPU]]
- * CPU: all (default), avx2 (no AVX-512), bmi2 or none: the instruction sets
- * the coder may use, to time the loops older CPUs run.
+ * CPU: all (default), avx512 (no VBMI), avx2 (no AVX-512), bmi2 or none: the
+ * instruction sets the coder may use, to time the loops older CPUs run.
  * Every 64 Ki-value block of every bf16/f16/f32 tensor with a same-named,
  * same-size reference tensor is timed through:
  *   prepare  tokens, contexts, counts, context merging, tables (encoder pass 1)
  *   encode   rANS (backwards) and raw bits (encoder pass 2)
- *   decode   tokens, then raw bits and values (both decoder passes)
+ *   decode   tokens, then raw bits and values (both decoder passes), two
+ *            full blocks of a tensor at a time as a pair, as lmc decodes them
+ *   decode 1 the same, one block at a time
  * and the round trip is checked. MB/s = tensor bytes / median seconds. */
 #include <string.h>
 #include "bench_util.h"
@@ -22,11 +24,12 @@ typedef struct { const uint8_t* cur; const uint8_t* ref; size_t m; unsigned w; }
 
 int main(int argc, char** argv)
 {
-    if (argc < 3) { fprintf(stderr, "usage: %s NEW.safetensors REF.safetensors [iterations [all|avx2|bmi2|none]]\n", argv[0]); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: %s NEW.safetensors REF.safetensors [iterations [all|avx512|avx2|bmi2|none]]\n", argv[0]); return 2; }
     int const iters = argc > 3 ? atoi(argv[3]) : 5;
     if (argc > 4) {
         const char* const c = argv[4];
-        if (!strcmp(c, "avx2")) lmc_cpu_restrict(LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2);
+        if (!strcmp(c, "avx512")) lmc_cpu_restrict(LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2 | LMC_CPU_AVX512);
+        else if (!strcmp(c, "avx2")) lmc_cpu_restrict(LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2);
         else if (!strcmp(c, "bmi2")) lmc_cpu_restrict(LMC_CPU_BMI2);
         else if (!strcmp(c, "none")) lmc_cpu_restrict(0);
         else if (strcmp(c, "all")) { fprintf(stderr, "unknown CPU set %s\n", c); return 2; }
@@ -59,13 +62,15 @@ int main(int argc, char** argv)
     }
     lmc_refctx_ws* ews = calloc(1, sizeof(*ews));
     lmc_refctx_dws* dws = calloc(1, sizeof(*dws));
+    lmc_refctx_dws* dws2 = calloc(1, sizeof(*dws2));
     uint8_t** enc = malloc(nblk * sizeof(*enc));
     size_t* esz = malloc(nblk * sizeof(*esz));
     for (size_t k = 0; k < nblk; k++) enc[k] = malloc(blk[k].m * blk[k].w * 2 + 4096);
-    uint8_t* out = malloc(4 * LMC_VBLOCK_MAX);
+    uint8_t* out = malloc(8 * LMC_VBLOCK_MAX);
     double* tp = malloc(iters * sizeof(double));
     double* te = malloc(iters * sizeof(double));
     double* td = malloc(iters * sizeof(double));
+    double* t1 = malloc(iters * sizeof(double));
     uint64_t coded = 0;
     for (int it = 0; it < iters; it++) {
         double a = 0, e = 0, d = 0;
@@ -80,19 +85,40 @@ int main(int argc, char** argv)
             coded += esz[k];
         }
         for (size_t k = 0; k < nblk; k++) {
+            size_t const mw = blk[k].m * blk[k].w;
+            if (k + 1 < nblk && blk[k].m == LMC_VBLOCK_MAX && blk[k + 1].m == LMC_VBLOCK_MAX
+                && blk[k + 1].cur == blk[k].cur + mw && blk[k + 1].ref == blk[k].ref + mw) {
+                double const t0 = now();
+                size_t const r = lmc_refctx_decode_pair(dws, dws2, out, blk[k].m, blk[k].w, blk[k].ref, enc[k] + 4,
+                                                        esz[k] - 4, enc[k + 1] + 4, esz[k + 1] - 4);
+                d += now() - t0;
+                if (r != 0 || memcmp(out, blk[k].cur, 2 * mw)) { fprintf(stderr, "round trip failed\n"); return 1; }
+                k++;
+                continue;
+            }
             double const t0 = now();
             size_t const r = lmc_refctx_decode(dws, out, blk[k].m, blk[k].w, blk[k].ref, enc[k] + 4, esz[k] - 4);
             d += now() - t0;
+            if (r != 0 || memcmp(out, blk[k].cur, mw)) { fprintf(stderr, "round trip failed\n"); return 1; }
+        }
+        double d1 = 0;
+        for (size_t k = 0; k < nblk; k++) {
+            double const t0 = now();
+            size_t const r = lmc_refctx_decode(dws, out, blk[k].m, blk[k].w, blk[k].ref, enc[k] + 4, esz[k] - 4);
+            d1 += now() - t0;
             if (r != 0 || memcmp(out, blk[k].cur, blk[k].m * blk[k].w)) { fprintf(stderr, "round trip failed\n"); return 1; }
         }
-        tp[it] = a; te[it] = e; td[it] = d;
+        tp[it] = a; te[it] = e; td[it] = d; t1[it] = d1;
     }
     qsort(tp, iters, sizeof(double), cmpd);
     qsort(te, iters, sizeof(double), cmpd);
     qsort(td, iters, sizeof(double), cmpd);
+    qsort(t1, iters, sizeof(double), cmpd);
     double const mb = (double)bytes / 1e6;
     printf("%s: %zu blocks, %.1f MB of float tensors, REFCTX %.4f of them\n", argv[1], nblk, mb, (double)coded / (double)bytes);
-    printf("  prepare %7.1f MB/s\n  encode  %7.1f MB/s\n  compress (both) %7.1f MB/s\n  decode  %7.1f MB/s   (median of %d, 1 thread)\n",
-           mb / tp[iters / 2], mb / te[iters / 2], mb / (tp[iters / 2] + te[iters / 2]), mb / td[iters / 2], iters);
+    printf("  prepare %7.1f MB/s\n  encode  %7.1f MB/s\n  compress (both) %7.1f MB/s\n  decode  %7.1f MB/s\n"
+           "  decode 1 %6.1f MB/s (one block at a time)   (median of %d, 1 thread)\n",
+           mb / tp[iters / 2], mb / te[iters / 2], mb / (tp[iters / 2] + te[iters / 2]), mb / td[iters / 2],
+           mb / t1[iters / 2], iters);
     return 0;
 }

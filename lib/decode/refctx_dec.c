@@ -933,34 +933,75 @@ LMC_TARGET_AVX512 LMC_FORCE_INLINE void wide_round(lmc_refctx_dws* ws, size_t i,
     *xa = ya; *xb = yb;
 }
 
-/* Pass 1 of a wide block with AVX-512, the groups' offsets gathered from
- * woff. Pass 2 follows apart: for bf16, a loop that interleaves the two (as
- * decode16_avx2 does for 4 states) measured no faster, the token loop being
- * vector work too. */
-LMC_TARGET_AVX512 static size_t decode_tokens_avx512(lmc_refctx_dws* ws, size_t m, const uint8_t* ref, uint32_t* x,
-                                                     const uint8_t** wpp, const uint8_t* wend, unsigned bits)
+/* The groups' offsets in went (g << 12) of tokens i..i+31, gathered from
+ * woff. */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE void round_offsets(const lmc_refctx_dws* ws, const uint8_t* ref, size_t i,
+                                                      unsigned bits, __m512i* ga, __m512i* gb)
+{
+    __m512i ca, cb;
+    if (bits == 16) {
+        ca = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i))), 7);
+        cb = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i + 32))), 7);
+    } else {
+        ca = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i)), 23);
+        cb = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i + 64)), 23);
+    }
+    *ga = _mm512_i32gather_epi32(ca, ws->woff, 4);
+    *gb = _mm512_i32gather_epi32(cb, ws->woff, 4);
+}
+
+/* Pass 1 of a wide block with AVX-512 from token i on, the groups' offsets
+ * gathered from woff. Pass 2 follows apart: for bf16, a loop that
+ * interleaves the two (as decode16_avx2 does for 4 states) measured no
+ * faster, the token loop being vector work too. */
+LMC_TARGET_AVX512 static size_t decode_tokens_avx512(lmc_refctx_dws* ws, size_t i, size_t m, const uint8_t* ref,
+                                                     uint32_t* x, const uint8_t** wpp, const uint8_t* wend, unsigned bits)
 {
     const uint8_t* const wbase = *wpp;
     size_t const nw = (size_t)(wend - wbase) / 2;
-    size_t i = 0, wi = 0;
+    size_t wi = 0;
     __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
     if (nw >= 32)
         for (; i + 32 <= m && wi <= nw - 32; i += 32) {
-            __m512i ca, cb;
-            if (bits == 16) {
-                ca = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i))), 7);
-                cb = _mm512_srli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ref + 2 * i + 32))), 7);
-            } else {
-                ca = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i)), 23);
-                cb = _mm512_srli_epi32(_mm512_loadu_si512((const void*)(ref + 4 * i + 64)), 23);
-            }
-            wide_round(ws, i, _mm512_i32gather_epi32(ca, ws->woff, 4), _mm512_i32gather_epi32(cb, ws->woff, 4), &xa, &xb,
-                       wbase, &wi);
+            __m512i ga, gb;
+            round_offsets(ws, ref, i, bits, &ga, &gb);
+            wide_round(ws, i, ga, gb, &xa, &xb, wbase, &wi);
         }
     _mm512_storeu_si512((void*)x, xa);
     _mm512_storeu_si512((void*)(x + 16), xb);
     *wpp = wbase + 2 * wi;
     return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
+}
+
+/* decode_tokens_vbmi_pair's loop without VBMI: the groups' offsets
+ * gathered. */
+LMC_TARGET_AVX512 static size_t decode_tokens_avx512_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, size_t m,
+                                                          const uint8_t* ref0, const uint8_t* ref1,
+                                                          uint32_t* x0, uint32_t* x1, const uint8_t** wpp0,
+                                                          const uint8_t** wpp1, const uint8_t* wend0,
+                                                          const uint8_t* wend1, unsigned bits)
+{
+    const uint8_t* const wbase0 = *wpp0;
+    const uint8_t* const wbase1 = *wpp1;
+    size_t const nw0 = (size_t)(wend0 - wbase0) / 2, nw1 = (size_t)(wend1 - wbase1) / 2;
+    size_t i = 0, wi0 = 0, wi1 = 0;
+    __m512i xa = _mm512_loadu_si512((const void*)x0), xb = _mm512_loadu_si512((const void*)(x0 + 16));
+    __m512i ya = _mm512_loadu_si512((const void*)x1), yb = _mm512_loadu_si512((const void*)(x1 + 16));
+    if (nw0 >= 32 && nw1 >= 32)
+        for (; i + 32 <= m && wi0 <= nw0 - 32 && wi1 <= nw1 - 32; i += 32) {
+            __m512i ga, gb, ha, hb;
+            round_offsets(ws0, ref0, i, bits, &ga, &gb);
+            round_offsets(ws1, ref1, i, bits, &ha, &hb);
+            wide_round(ws0, i, ga, gb, &xa, &xb, wbase0, &wi0);
+            wide_round(ws1, i, ha, hb, &ya, &yb, wbase1, &wi1);
+        }
+    _mm512_storeu_si512((void*)x0, xa);
+    _mm512_storeu_si512((void*)(x0 + 16), xb);
+    _mm512_storeu_si512((void*)x1, ya);
+    _mm512_storeu_si512((void*)(x1 + 16), yb);
+    *wpp0 = wbase0 + 2 * wi0;
+    *wpp1 = wbase1 + 2 * wi1;
+    return i;
 }
 
 #  if defined(LMC_TARGET_AVX512VBMI)
@@ -1223,6 +1264,16 @@ static size_t apply_wide_avx512(lmc_refctx_dws* ws, uint8_t* dst, size_t m, cons
 }
 #endif
 
+#if LMC_REFCTX_AVX512
+/* The wide tables of decode_tokens_avx512. */
+static void wide_tables_avx512(lmc_refctx_dws* ws, unsigned G, unsigned alpha)
+{
+    build_went(ws, G, alpha);
+    for (unsigned c = 0; c < 2 * LMC_REFCTX_CONTEXTS; c++)
+        ws->woff[c] = (int32_t)(((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp) * LMC_ANS_M);
+}
+#endif
+
 #if LMC_REFCTX_VBMI
 /* The wide tables of decode_tokens_vbmi. */
 static void wide_tables_vbmi(lmc_refctx_dws* ws, unsigned G, unsigned alpha)
@@ -1248,10 +1299,8 @@ static size_t block_body(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
             } else
 #endif
             {
-                build_went(ws, bs->G, lmc_refctx_alpha(w));
-                for (unsigned c = 0; c < 2 * LMC_REFCTX_CONTEXTS; c++)
-                    ws->woff[c] = (int32_t)(((const lmc_refctx_dgroup*)(const void*)ws->gtab[c] - ws->grp) * LMC_ANS_M);
-                r = decode_tokens_avx512(ws, m, ref, x, &bs->wp, bs->wend, 8 * w);
+                wide_tables_avx512(ws, bs->G, lmc_refctx_alpha(w));
+                r = decode_tokens_avx512(ws, 0, m, ref, x, &bs->wp, bs->wend, 8 * w);
             }
             if (!lmc_is_error(r)) r = apply_wide_avx512(ws, dst, m, ref, &bs->rb, w);
         } else
@@ -1293,8 +1342,8 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
 
 int lmc_refctx_pairs(void)
 {
-#if LMC_REFCTX_VBMI
-    return lmc_cpu_has_avx512() && lmc_cpu_has_avx512vbmi();
+#if LMC_REFCTX_AVX512
+    return lmc_cpu_has_avx512();
 #else
     return 0;
 #endif
@@ -1303,20 +1352,41 @@ int lmc_refctx_pairs(void)
 size_t lmc_refctx_decode_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, uint8_t* dst, size_t m, unsigned w,
                               const uint8_t* ref, const uint8_t* src0, size_t size0, const uint8_t* src1, size_t size1)
 {
-#if LMC_REFCTX_VBMI
+#if LMC_REFCTX_AVX512
     if (lmc_refctx_pairs() && size0 && size1 && (src0[0] & src1[0] & LMC_REFCTX_WIDE)) {
         block_state b0, b1;
         uint8_t* const dst1 = dst + m * w;
         const uint8_t* const ref1 = ref + m * w;
+        unsigned const alpha = lmc_refctx_alpha(w), bits = 8 * w;
         LMC_FORWARD(block_begin(ws0, w, src0, size0, &b0));
         LMC_FORWARD(block_begin(ws1, w, src1, size1, &b1));
-        wide_tables_vbmi(ws0, b0.G, lmc_refctx_alpha(w));
-        wide_tables_vbmi(ws1, b1.G, lmc_refctx_alpha(w));
-        size_t const i = decode_tokens_vbmi_pair(ws0, ws1, m, ref, ref1, b0.x, b1.x, &b0.wp, &b1.wp, b0.wend, b1.wend, 8 * w);
-        LMC_FORWARD(decode_tokens_vbmi(ws0, i, m, ref, b0.x, &b0.wp, b0.wend, 8 * w));
+        size_t i;
+#if LMC_REFCTX_VBMI
+        int const vbmi = lmc_cpu_has_avx512vbmi();
+        if (vbmi) {
+            wide_tables_vbmi(ws0, b0.G, alpha);
+            wide_tables_vbmi(ws1, b1.G, alpha);
+            i = decode_tokens_vbmi_pair(ws0, ws1, m, ref, ref1, b0.x, b1.x, &b0.wp, &b1.wp, b0.wend, b1.wend, bits);
+        } else
+#endif
+        {
+            wide_tables_avx512(ws0, b0.G, alpha);
+            wide_tables_avx512(ws1, b1.G, alpha);
+            i = decode_tokens_avx512_pair(ws0, ws1, m, ref, ref1, b0.x, b1.x, &b0.wp, &b1.wp, b0.wend, b1.wend, bits);
+        }
+        /* each block's last rounds, where the pair's loop stopped */
+#if LMC_REFCTX_VBMI
+        if (vbmi) {
+            LMC_FORWARD(decode_tokens_vbmi(ws0, i, m, ref, b0.x, &b0.wp, b0.wend, bits));
+            LMC_FORWARD(decode_tokens_vbmi(ws1, i, m, ref1, b1.x, &b1.wp, b1.wend, bits));
+        } else
+#endif
+        {
+            LMC_FORWARD(decode_tokens_avx512(ws0, i, m, ref, b0.x, &b0.wp, b0.wend, bits));
+            LMC_FORWARD(decode_tokens_avx512(ws1, i, m, ref1, b1.x, &b1.wp, b1.wend, bits));
+        }
         LMC_FORWARD(apply_wide_avx512(ws0, dst, m, ref, &b0.rb, w));
         LMC_FORWARD(block_end(&b0));
-        LMC_FORWARD(decode_tokens_vbmi(ws1, i, m, ref1, b1.x, &b1.wp, b1.wend, 8 * w));
         LMC_FORWARD(apply_wide_avx512(ws1, dst1, m, ref1, &b1.rb, w));
         return block_end(&b1);
     }
