@@ -172,65 +172,144 @@ static void test_roundtrip(void** state)
             }
 }
 
-/* Two full blocks decoded as a pair (lmc_refctx_decode_pair: their token
- * loops interleaved where the CPU has AVX-512 VBMI, one after the other
- * elsewhere) give what each gives alone, in every CPU mode, for pairs
- * whose word streams differ in length (one may end long before the other,
- * or be too short for the paired loop at all); a truncated or damaged
- * block of either place is refused. */
+/* Two blocks decoded as a pair (lmc_refctx_decode_pair: their token loops
+ * interleaved where the CPU has AVX-512, one after the other elsewhere)
+ * give what each gives alone, in every CPU mode, for pairs whose word
+ * streams differ in length (one may end long before the other, or be too
+ * short for the paired loop at all) and pairs of different sizes (the
+ * longer one goes on alone); a truncated or damaged block of either place
+ * is refused. */
 static void test_pairs(void** state)
 {
     rc_state* const s = (rc_state*)*state;
-    size_t const m = LMC_VBLOCK_MAX;
-    static const int kinds[][2] = { { K_RANDOM, K_SMALL }, { K_SMALL, K_RANDOM }, { K_SPARSE, K_RANDOM },
-                                    { K_RANDOM, K_SAME }, { K_SAME, K_SPARSE }, { K_EXTREME, K_CROSS },
-                                    { K_SMALL, K_SMALL }, { K_FEWWORDS, K_RANDOM }, { K_SMALL, K_FEWWORDS } };
+    size_t const M = LMC_VBLOCK_MAX;
+    static const struct { int kind[2]; size_t m[2]; } cases[] = {
+        { { K_RANDOM, K_SMALL }, { LMC_VBLOCK_MAX, LMC_VBLOCK_MAX } },
+        { { K_SMALL, K_RANDOM }, { LMC_VBLOCK_MAX, LMC_VBLOCK_MAX } },
+        { { K_SPARSE, K_RANDOM }, { LMC_VBLOCK_MAX, LMC_VBLOCK_MAX } },
+        { { K_RANDOM, K_SAME }, { LMC_VBLOCK_MAX, LMC_VBLOCK_MAX } },
+        { { K_SAME, K_SPARSE }, { LMC_VBLOCK_MAX, LMC_VBLOCK_MAX } },
+        { { K_EXTREME, K_CROSS }, { LMC_VBLOCK_MAX, LMC_VBLOCK_MAX } },
+        { { K_SMALL, K_SMALL }, { LMC_VBLOCK_MAX, LMC_VBLOCK_MAX } },
+        { { K_FEWWORDS, K_RANDOM }, { LMC_VBLOCK_MAX, LMC_VBLOCK_MAX } },
+        { { K_SMALL, K_FEWWORDS }, { LMC_VBLOCK_MAX, LMC_VBLOCK_MAX } },
+        { { K_RANDOM, K_SMALL }, { 40001, LMC_VBLOCK_MAX } },
+        { { K_SMALL, K_RANDOM }, { LMC_VBLOCK_MAX, 30017 } },
+        { { K_RANDOM, K_RANDOM }, { 20000, 20031 } },
+        { { K_RANDOM, K_SMALL }, { 100, LMC_VBLOCK_MAX } },
+    };
     for (unsigned w = 2; w <= 4; w += 2)
-        for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
-            uint8_t* const cur = (uint8_t*)tu_xmalloc(2 * m * w);
-            uint8_t* const ref = (uint8_t*)tu_xmalloc(2 * m * w);
-            uint8_t* const out = (uint8_t*)tu_xmalloc(2 * m * w);
-            uint8_t* blk[2];
-            size_t sz[2];
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+            uint8_t *cur[2], *ref[2], *out[2], *blk[2];
+            lmc_refctx_job job[2];
             for (int b = 0; b < 2; b++) {
-                fill(s, m, w, kinds[k][b], 1000 + 10 * k + (size_t)b + w);
-                memcpy(cur + (size_t)b * m * w, s->cur, m * w);
-                memcpy(ref + (size_t)b * m * w, s->ref, m * w);
+                size_t const m = cases[k].m[b];
+                cur[b] = (uint8_t*)tu_xmalloc(m * w);
+                ref[b] = (uint8_t*)tu_xmalloc(m * w);
+                out[b] = (uint8_t*)tu_xmalloc(m * w);
+                fill(s, m, w, cases[k].kind[b], 1000 + 10 * k + (size_t)b + w);
+                memcpy(cur[b], s->cur, m * w);
+                memcpy(ref[b], s->ref, m * w);
                 (void)lmc_refctx_prepare(s->enc, s->cur, s->ref, m, w);
                 size_t const z = lmc_refctx_encode(s->enc, s->buf, BUFCAP);
                 assert_true(z > 4);
-                sz[b] = z - 4;
-                if (kinds[k][b] == K_FEWWORDS || kinds[k][b] == K_RANDOM) assert_true(s->buf[4] & LMC_REFCTX_WIDE);
-                blk[b] = (uint8_t*)tu_xmalloc(sz[b]);   /* exact size: ASan sees any read past it */
-                memcpy(blk[b], s->buf + 4, sz[b]);
+                if (m == M && (cases[k].kind[b] == K_FEWWORDS || cases[k].kind[b] == K_RANDOM))
+                    assert_true(s->buf[4] & LMC_REFCTX_WIDE);
+                blk[b] = (uint8_t*)tu_xmalloc(z - 4);   /* exact sizes: ASan sees any access past them */
+                memcpy(blk[b], s->buf + 4, z - 4);
+                job[b] = (lmc_refctx_job){ out[b], ref[b], blk[b], m, z - 4 };
             }
             lmc_refctx_dws* const ws2 = (lmc_refctx_dws*)calloc(1, sizeof(lmc_refctx_dws));
             tu_rng rng = { 77 * k + w };
             for (size_t mode = 0; mode < NMODES; mode++) {
                 lmc_cpu_restrict(cpu_modes[mode]);
-                memset(out, 0xEE, 2 * m * w);
-                size_t const r = lmc_refctx_decode_pair(s->dec, ws2, out, m, w, ref, blk[0], sz[0], blk[1], sz[1]);
-                assert_false(lmc_is_error(r));
-                assert_memory_equal(out, cur, 2 * m * w);
+                for (int b = 0; b < 2; b++) memset(out[b], 0xEE, cases[k].m[b] * w);
+                assert_false(lmc_is_error(lmc_refctx_decode_pair(s->dec, ws2, w, &job[0], &job[1])));
+                for (int b = 0; b < 2; b++) assert_memory_equal(out[b], cur[b], cases[k].m[b] * w);
                 /* either block cut short, or with a byte changed in its
-                 * words (the end of the block): refused */
+                 * last 8 (words, or for a block without words the raw
+                 * stream's size or a state): refused */
                 for (int b = 0; b < 2; b++) {
-                    size_t const cut = sz[b] - 1 - (size_t)(tu_next(&rng) % 16);
-                    size_t const bad = b ? lmc_refctx_decode_pair(s->dec, ws2, out, m, w, ref, blk[0], sz[0], blk[1], cut)
-                                         : lmc_refctx_decode_pair(s->dec, ws2, out, m, w, ref, blk[0], cut, blk[1], sz[1]);
+                    lmc_refctx_job cut[2] = { job[0], job[1] };
+                    cut[b].size -= 1 + (size_t)(tu_next(&rng) % 16);
+                    assert_true(lmc_is_error(lmc_refctx_decode_pair(s->dec, ws2, w, &cut[0], &cut[1])));
+                    size_t const at = job[b].size - 1 - (size_t)(tu_next(&rng) % 8);
+                    blk[b][at] ^= 0x5A;
+                    size_t const bad = lmc_refctx_decode_pair(s->dec, ws2, w, &job[0], &job[1]);
+                    blk[b][at] ^= 0x5A;
                     assert_true(lmc_is_error(bad));
-                    size_t const at = sz[b] - 1 - (size_t)(tu_next(&rng) % 8);
-                    blk[b][at] ^= 0x5A;
-                    size_t const bad2 = lmc_refctx_decode_pair(s->dec, ws2, out, m, w, ref, blk[0], sz[0], blk[1], sz[1]);
-                    blk[b][at] ^= 0x5A;
-                    /* the last words decoded are the states' first: a change
-                     * there leaves a state off its end value */
-                    assert_true(lmc_is_error(bad2));
                 }
             }
             lmc_cpu_restrict(~0u);
-            free(ws2); free(blk[0]); free(blk[1]); free(cur); free(ref); free(out);
+            free(ws2);
+            for (int b = 0; b < 2; b++) { free(cur[b]); free(ref[b]); free(out[b]); free(blk[b]); }
         }
+}
+
+/* A delta frame of tensors of one block or a few, of three float types,
+ * with integer tensors and a tensor unrelated to its reference (plain
+ * GROUPED blocks) between them: where the CPU pairs REFCTX blocks, a block
+ * waits for the next one of its width, across tensors, and the content
+ * hash must wait with it. Every CPU mode and thread count decodes the frame
+ * to the content. */
+static const size_t pt_s1[] = { 65536 }, pt_s2[] = { 1000 }, pt_s3[] = { 5000 }, pt_s4[] = { 3 * 65536 + 5 },
+                    pt_s5[] = { 2 * 65536 }, pt_s6[] = { 40000 };
+static const tu_tensor pair_tensors[] = {
+    { "a", "BF16", 2, 65536, pt_s1, 1 },   { "b", "BF16", 2, 1000, pt_s2, 1 },  { "c", "F32", 4, 65536, pt_s1, 1 },
+    { "d", "BF16", 2, 65536, pt_s1, 1 },   { "e", "I32", 4, 5000, pt_s3, 1 },   { "f", "BF16", 2, 3 * 65536 + 5, pt_s4, 1 },
+    { "g", "BF16", 2, 65536, pt_s1, 1 },   { "h", "BF16", 2, 65536, pt_s1, 1 }, { "i", "F16", 2, 65536, pt_s1, 1 },
+    { "j", "F32", 4, 2 * 65536, pt_s5, 1 }, { "k", "F32", 4, 40000, pt_s6, 1 },
+};
+#define PAIR_NT (sizeof(pair_tensors) / sizeof(pair_tensors[0]))
+
+/* seed 0: the reference; 1: the new file, each float value moved by a few
+ * units in the last place, but for tensor g, unrelated */
+static void pair_fill(size_t ti, uint8_t* p, size_t n, uint64_t seed)
+{
+    unsigned const w = pair_tensors[ti].width;
+    if (!strcmp(pair_tensors[ti].dtype, "I32")) { tu_fill_random(p, n, 7 + ti + 100 * seed); return; }
+    tu_fill_gauss(p, n, w, 1000 + ti + (seed && ti == 6 ? 5000 : 0));
+    if (!seed || ti == 6) return;
+    tu_rng r;
+    tu_seed(&r, 99 + ti);
+    for (size_t i = 0; i + w <= n; i += w) {
+        uint32_t const d = (uint32_t)tu_below(&r, 7) - 3u;
+        if (w == 2) lmc_wr16(p + i, (uint16_t)(lmc_rd16(p + i) + d));
+        else lmc_wr32(p + i, lmc_rd32(p + i) + d);
+    }
+}
+
+static void test_frame_pairs(void** state)
+{
+    (void)state;
+    size_t rn, nn;
+    uint8_t* const ref = tu_build_safetensors(pair_tensors, PAIR_NT, &rn, 0, pair_fill);
+    uint8_t* const cur = tu_build_safetensors(pair_tensors, PAIR_NT, &nn, 1, pair_fill);
+    assert_int_equal(rn, nn);
+    lmc_cctx* const c = lmc_cctx_create();
+    assert_int_equal(lmc_cctx_set_ref(c, ref, rn), 0);
+    uint8_t* f = NULL;
+    size_t const fs = tu_compress(c, &f, cur, nn);
+    assert_false(lmc_is_error(fs));
+    lmc_frame_stats st;
+    assert_int_equal(lmc_frame_stats_get(&st, f, fs), fs);
+    assert_true(st.blocks[LMC_CODER_REFCTX] >= 10);
+    assert_true(st.blocks[LMC_CODER_REFCTX] < 14);   /* g's block is GROUPED */
+    uint8_t* const back = (uint8_t*)tu_xmalloc(nn);
+    for (size_t mode = 0; mode < NMODES; mode++)
+        for (int t = 1; t <= 2; t++) {
+            lmc_cpu_restrict(cpu_modes[mode]);
+            lmc_dctx* const d = lmc_dctx_create();
+            assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, t), 0);
+            assert_int_equal(lmc_dctx_set_ref(d, ref, rn), 0);
+            memset(back, 0xEE, nn);
+            assert_int_equal(lmc_decompress(d, back, nn, f, fs), nn);
+            assert_memory_equal(back, cur, nn);
+            lmc_dctx_free(d);
+        }
+    lmc_cpu_restrict(~0u);
+    lmc_cctx_free(c);
+    free(back); free(f); free(ref); free(cur);
 }
 
 /* Contexts joined from the start (float16: one group per exponent at
@@ -554,6 +633,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_pairs),
+        cmocka_unit_test(test_frame_pairs),
         cmocka_unit_test(test_all_sign_pairs),
         cmocka_unit_test(test_ctx_join),
         cmocka_unit_test(test_handmade),

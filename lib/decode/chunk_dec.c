@@ -54,19 +54,68 @@ static size_t read_vblock_head(const uint8_t* src, size_t avail, unsigned* kind,
  * over the whole chunk afterwards, which comes from memory. Less than 4 KiB
  * waits for the next call (last: not), so that each update is long enough
  * for the vector loop. */
-typedef struct { const lmc_content_hashes* hs; const uint8_t* base; size_t done; } hash_cursor;
+typedef struct { const lmc_content_hashes* hs; const uint8_t* base; size_t done, limit; } hash_cursor;
 
 static void hash_upto(hash_cursor* hc, size_t upto, int last)
 {
+    upto = LMC_MIN(upto, hc->limit);   /* not into a block still held (held_block) */
     if (!hc->hs || upto <= hc->done || upto - hc->done < (last ? 1u : 4096u)) return;
     lmc_hstate_update(hc->hs->own, hc->base + hc->done, upto - hc->done);
     if (hc->hs->also) lmc_hstate_update(hc->hs->also, hc->base + hc->done, upto - hc->done);
     hc->done = upto;
 }
 
+/* Where the CPU decodes two REFCTX blocks at once (lmc_refctx_decode_pair),
+ * a REFCTX block waits here for the next one of the chunk, in its piece or
+ * a later one, so that small tensors of one block pair up too; the content
+ * hash stops at the held block's start until it is decoded. */
+typedef struct {
+    lmc_refctx_job job;
+    unsigned w;
+    size_t end;     /* content offset of the block's end */
+    int held;
+} held_block;
+
+static size_t flush_held(lmc_chunk_dws* ws, held_block* hb, hash_cursor* hc)
+{
+    if (!hb->held) return 0;
+    hb->held = 0;
+    hc->limit = SIZE_MAX;
+    LMC_FORWARD(lmc_refctx_decode(&ws->rc, hb->job.dst, hb->job.m, hb->w, hb->job.ref, hb->job.src, hb->job.size));
+    hash_upto(hc, hb->end, 0);
+    return 0;
+}
+
+/* A REFCTX block of m values at content offset `at`: decoded now, held,
+ * or decoded with the held one. */
+static size_t refctx_block(lmc_chunk_dws* ws, held_block* hb, hash_cursor* hc, unsigned w, const lmc_refctx_job* job,
+                           size_t at)
+{
+    size_t const end = at + job->m * w;
+    if (!lmc_refctx_pairs()) {
+        LMC_FORWARD(lmc_refctx_decode(&ws->rc, job->dst, job->m, w, job->ref, job->src, job->size));
+        hash_upto(hc, end, 0);
+        return 0;
+    }
+    if (hb->held && hb->w == w) {
+        hb->held = 0;
+        hc->limit = SIZE_MAX;
+        LMC_FORWARD(lmc_refctx_decode_pair(&ws->rc, &ws->rc2, w, &hb->job, job));
+        hash_upto(hc, end, 0);
+        return 0;
+    }
+    LMC_FORWARD(flush_held(ws, hb, hc));
+    hb->job = *job;
+    hb->w = w;
+    hb->end = end;
+    hb->held = 1;
+    hc->limit = at;
+    return 0;
+}
+
 /* Layout 2: n values in value blocks at content offset out. Returns the
  * payload bytes used, or an error. */
-static size_t decode_refmodel(lmc_chunk_dws* ws, uint8_t* dst, size_t n, unsigned w, const uint8_t* r,
+static size_t decode_refmodel(lmc_chunk_dws* ws, held_block* hb, uint8_t* dst, size_t n, unsigned w, const uint8_t* r,
                               const uint8_t* src, size_t avail, hash_cursor* hc, size_t out)
 {
     size_t pos = 0;
@@ -78,24 +127,9 @@ static size_t decode_refmodel(lmc_chunk_dws* ws, uint8_t* dst, size_t n, unsigne
         LMC_FORWARD(h);
         pos += h;
         if (kind == LMC_KIND_REFCTX) {
-            size_t const m2 = LMC_MIN((size_t)LMC_VBLOCK_MAX, n - b - m);
-            if (m2 == m && lmc_refctx_pairs()) {
-                /* two full blocks in a row, both REFCTX: decoded as a pair */
-                unsigned kind2, mode2 = 0;
-                size_t size2 = 0;
-                size_t const h2 = read_vblock_head(src + pos + size, avail - pos - size, &kind2, &mode2, &size2);
-                if (!lmc_is_error(h2) && kind2 == LMC_KIND_REFCTX) {
-                    LMC_FORWARD(lmc_refctx_decode_pair(&ws->rc, &ws->rc2, dst + b * w, m, w, r + b * w, src + pos, size,
-                                                       src + pos + size + h2, size2));
-                    pos += size + h2 + size2;
-                    b += m;
-                    hash_upto(hc, out + (b + m) * w, 0);
-                    continue;
-                }
-            }
-            LMC_FORWARD(lmc_refctx_decode(&ws->rc, dst + b * w, m, w, r + b * w, src + pos, size));
+            lmc_refctx_job const job = { dst + b * w, r + b * w, src + pos, m, size };
+            LMC_FORWARD(refctx_block(ws, hb, hc, w, &job, out + b * w));
             pos += size;
-            hash_upto(hc, out + (b + m) * w, 0);
             continue;
         }
         LMC_RETURN_IF(ws->streams_cap < m * w, MEMORY);
@@ -116,7 +150,9 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
                         const uint8_t* ref, uint64_t ref_size, const lmc_content_hashes* hs)
 {
     size_t pos = 0, out = 0;
-    hash_cursor hc = { hs, dst, 0 };
+    hash_cursor hc = { hs, dst, 0, SIZE_MAX };
+    held_block hb;
+    hb.held = 0;
     /* content needs at least one piece header (and an empty payload may have no buffer at all) */
     LMC_RETURN_IF(content_size && payload_size < LMC_PIECE_HDR, TRUNCATED);
     while (out < content_size) {
@@ -128,7 +164,7 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
         int const rot = ((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_ROTATED;
         const uint8_t* const r = (ph.flags & LMC_PIECE_XOR) ? ref + ph.ref_off : NULL;
         if (((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_REFMODEL) {
-            size_t const used = decode_refmodel(ws, dst + out, n, ph.w, r, payload + pos, payload_size - pos, &hc, out);
+            size_t const used = decode_refmodel(ws, &hb, dst + out, n, ph.w, r, payload + pos, payload_size - pos, &hc, out);
             LMC_FORWARD(used);
             pos += used;
         } else {
@@ -155,6 +191,7 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
         out += ph.len;
         hash_upto(&hc, out, 0);
     }
+    LMC_FORWARD(flush_held(ws, &hb, &hc));
     LMC_RETURN_IF(pos != payload_size, CORRUPT);
     hash_upto(&hc, out, 1);
     return 0;

@@ -1349,48 +1349,47 @@ int lmc_refctx_pairs(void)
 #endif
 }
 
-size_t lmc_refctx_decode_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, uint8_t* dst, size_t m, unsigned w,
-                              const uint8_t* ref, const uint8_t* src0, size_t size0, const uint8_t* src1, size_t size1)
+size_t lmc_refctx_decode_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, unsigned w, const lmc_refctx_job* a,
+                              const lmc_refctx_job* b)
 {
 #if LMC_REFCTX_AVX512
-    if (lmc_refctx_pairs() && size0 && size1 && (src0[0] & src1[0] & LMC_REFCTX_WIDE)) {
+    if (lmc_refctx_pairs() && a->size && b->size && (a->src[0] & b->src[0] & LMC_REFCTX_WIDE)) {
         block_state b0, b1;
-        uint8_t* const dst1 = dst + m * w;
-        const uint8_t* const ref1 = ref + m * w;
         unsigned const alpha = lmc_refctx_alpha(w), bits = 8 * w;
-        LMC_FORWARD(block_begin(ws0, w, src0, size0, &b0));
-        LMC_FORWARD(block_begin(ws1, w, src1, size1, &b1));
+        size_t const m = LMC_MIN(a->m, b->m);
+        LMC_FORWARD(block_begin(ws0, w, a->src, a->size, &b0));
+        LMC_FORWARD(block_begin(ws1, w, b->src, b->size, &b1));
         size_t i;
 #if LMC_REFCTX_VBMI
         int const vbmi = lmc_cpu_has_avx512vbmi();
         if (vbmi) {
             wide_tables_vbmi(ws0, b0.G, alpha);
             wide_tables_vbmi(ws1, b1.G, alpha);
-            i = decode_tokens_vbmi_pair(ws0, ws1, m, ref, ref1, b0.x, b1.x, &b0.wp, &b1.wp, b0.wend, b1.wend, bits);
+            i = decode_tokens_vbmi_pair(ws0, ws1, m, a->ref, b->ref, b0.x, b1.x, &b0.wp, &b1.wp, b0.wend, b1.wend, bits);
         } else
 #endif
         {
             wide_tables_avx512(ws0, b0.G, alpha);
             wide_tables_avx512(ws1, b1.G, alpha);
-            i = decode_tokens_avx512_pair(ws0, ws1, m, ref, ref1, b0.x, b1.x, &b0.wp, &b1.wp, b0.wend, b1.wend, bits);
+            i = decode_tokens_avx512_pair(ws0, ws1, m, a->ref, b->ref, b0.x, b1.x, &b0.wp, &b1.wp, b0.wend, b1.wend, bits);
         }
-        /* each block's last rounds, where the pair's loop stopped */
+        /* each block's last rounds, from where the pair's loop stopped */
 #if LMC_REFCTX_VBMI
         if (vbmi) {
-            LMC_FORWARD(decode_tokens_vbmi(ws0, i, m, ref, b0.x, &b0.wp, b0.wend, bits));
-            LMC_FORWARD(decode_tokens_vbmi(ws1, i, m, ref1, b1.x, &b1.wp, b1.wend, bits));
+            LMC_FORWARD(decode_tokens_vbmi(ws0, i, a->m, a->ref, b0.x, &b0.wp, b0.wend, bits));
+            LMC_FORWARD(decode_tokens_vbmi(ws1, i, b->m, b->ref, b1.x, &b1.wp, b1.wend, bits));
         } else
 #endif
         {
-            LMC_FORWARD(decode_tokens_avx512(ws0, i, m, ref, b0.x, &b0.wp, b0.wend, bits));
-            LMC_FORWARD(decode_tokens_avx512(ws1, i, m, ref1, b1.x, &b1.wp, b1.wend, bits));
+            LMC_FORWARD(decode_tokens_avx512(ws0, i, a->m, a->ref, b0.x, &b0.wp, b0.wend, bits));
+            LMC_FORWARD(decode_tokens_avx512(ws1, i, b->m, b->ref, b1.x, &b1.wp, b1.wend, bits));
         }
-        LMC_FORWARD(apply_wide_avx512(ws0, dst, m, ref, &b0.rb, w));
+        LMC_FORWARD(apply_wide_avx512(ws0, a->dst, a->m, a->ref, &b0.rb, w));
         LMC_FORWARD(block_end(&b0));
-        LMC_FORWARD(apply_wide_avx512(ws1, dst1, m, ref1, &b1.rb, w));
+        LMC_FORWARD(apply_wide_avx512(ws1, b->dst, b->m, b->ref, &b1.rb, w));
         return block_end(&b1);
     }
 #endif
-    LMC_FORWARD(lmc_refctx_decode(ws0, dst, m, w, ref, src0, size0));
-    return lmc_refctx_decode(ws1, dst + m * w, m, w, ref + m * w, src1, size1);
+    LMC_FORWARD(lmc_refctx_decode(ws0, a->dst, a->m, w, a->ref, a->src, a->size));
+    return lmc_refctx_decode(ws1, b->dst, b->m, w, b->ref, b->src, b->size);
 }

@@ -64,11 +64,18 @@ size_t lmc_refctx_decode(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
  * (else it decodes one after the other). */
 int lmc_refctx_pairs(void);
 
-/* Two consecutive blocks of m values each, src0[0..size0) and
- * src1[0..size1), into dst[0..2 m w) against ref[0..2 m w), with a
- * workspace each: the same result as lmc_refctx_decode on each in turn,
- * faster where both are wide (their token loops run interleaved). */
-size_t lmc_refctx_decode_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, uint8_t* dst, size_t m, unsigned w,
-                              const uint8_t* ref, const uint8_t* src0, size_t size0, const uint8_t* src1, size_t size1);
+/* One block to decode: m values of src[0..size) into dst, against ref. */
+typedef struct {
+    uint8_t* dst;
+    const uint8_t* ref;
+    const uint8_t* src;
+    size_t m, size;
+} lmc_refctx_job;
+
+/* Two blocks of values of w bytes, a workspace each: the same result as
+ * lmc_refctx_decode on a, then on b, faster where both are wide (their
+ * token loops run interleaved, as far as the shorter one goes). */
+size_t lmc_refctx_decode_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, unsigned w, const lmc_refctx_job* a,
+                              const lmc_refctx_job* b);
 
 #endif
