@@ -4,7 +4,10 @@
  * width (2 or 4 bytes), bytes 1-2 give m - 1 (m = 1..65536 values). The
  * reference values come from a fixed generator (weights-like exponents), so
  * the input is all block. The decoder must never read past the block or the
- * m reference values, nor write past dst + m*w.
+ * m reference values, nor write past dst + m*w. Then the same bytes as both
+ * blocks of a pair (lmc_refctx_decode_pair: the token loops of two wide
+ * blocks interleaved), the second read as m - (byte 0 bits 1-6) values,
+ * with the same bounds on each.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,7 +16,7 @@
 #include "refctx_dec.h"
 #include "lmc.h"
 
-static lmc_refctx_dws g_rc_ws;
+static lmc_refctx_dws g_rc_ws, g_rc_ws2;
 
 /* Shared with fuzz/corpus generation and the regression replay. */
 void lmc_fuzz_refctx_ref(uint8_t* ref, size_t m, unsigned w);
@@ -41,6 +44,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     lmc_fuzz_refctx_ref(ref, m, w);
     memcpy(blk, data + 3, size - 3);
     (void)lmc_refctx_decode(&g_rc_ws, dst, m, w, ref, blk, size - 3);
-    free(ref); free(dst); free(blk);
+    size_t const less = (data[0] >> 1) & 63, m2 = m > less ? m - less : 1;
+    uint8_t* const dst2 = (uint8_t*)malloc(m2 * w);
+    if (!dst2) abort();
+    lmc_refctx_job const a = { dst, ref, blk, m, size - 3 }, b = { dst2, ref, blk, m2, size - 3 };
+    (void)lmc_refctx_decode_pair(&g_rc_ws, &g_rc_ws2, w, &a, &b);
+    free(ref); free(dst); free(dst2); free(blk);
     return 0;
 }
