@@ -773,6 +773,77 @@ LMC_TARGET_AVX512 static size_t apply16_avx512(lmc_refctx_dws* ws, uint8_t* dst,
     return apply16_avx2(ws, dst, j, m, ref, rb, off, _mm_setzero_si128(), badv);
 }
 
+#  if defined(LMC_TARGET_AVX512VBMI)
+/* 16-bit values, pass 2 with AVX-512 VBMI, 32 values a step in the 16-bit
+ * lanes of one register: the 32 values' raw bits (at most 14 each, so with
+ * the first one's bit offset at most 455 bits) lie in the 64 bytes from
+ * the step's first byte, and a byte permute takes each value's 3 bytes
+ * from there. Bit positions come from a prefix sum of the raw-bit counts
+ * across the 32 lanes, the bases from a word permute of the tokens. Fewer
+ * shuffles than apply16_avx512 (bytes widened to words, four windows), on
+ * the port that both loops wait on. From value 0 at bit 0; apply16_avx2
+ * finishes the block. */
+LMC_TARGET_AVX512VBMI static size_t apply16_vbmi(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb)
+{
+    const uint8_t* const raw = rb->p;
+    size_t const raw_size = (size_t)(rb->lim - rb->p);
+#define B16(t) ((t) == 0 ? 0 : ((t) & 1) ? 1 << (((t) - 1) / 2) : 1 - (1 << ((t) / 2)))
+#define W(t) (short)B16(t)
+    __m512i const base_tab = _mm512_set_epi16(W(31), W(30), W(29), W(28), W(27), W(26), W(25), W(24), W(23), W(22),
+                                              W(21), W(20), W(19), W(18), W(17), W(16), W(15), W(14), W(13), W(12),
+                                              W(11), W(10), W(9), W(8), W(7), W(6), W(5), W(4), W(3), W(2), W(1), W(0));
+#undef W
+#undef B16
+    /* word w of lane L (8 words a 128-bit lane): the last word of lane L-1,
+     * then of lane L-2 (for the carries between lanes) */
+    __m512i const last1 = _mm512_set_epi16(23, 23, 23, 23, 23, 23, 23, 23, 15, 15, 15, 15, 15, 15, 15, 15,
+                                           7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i const last2 = _mm512_set_epi16(15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7,
+                                           0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i const one = _mm512_set1_epi16(1), eight = _mm512_set1_epi16(8), c0100 = _mm512_set1_epi16(0x0100);
+    __m512i const c0101 = _mm512_set1_epi16(0x0101), lo15 = _mm512_set1_epi16(0x7FFF), sbit = _mm512_set1_epi16((short)0x8000);
+    __m512i bad = _mm512_setzero_si512();
+    uint32_t badv = 0;
+    uint64_t off = 0;
+    size_t j = 0;
+    for (; j + 32 <= m && (off >> 3) + 64 <= raw_size; j += 32) {
+        __m256i const tb = _mm256_and_si256(_mm256_loadu_si256((const __m256i*)(const void*)(ws->tok + j)), _mm256_set1_epi8(0x7F));
+        if (LMC_UNLIKELY(_mm256_movemask_epi8(_mm256_cmpgt_epi8(tb, _mm256_set1_epi8(30))))) {
+            (void)apply16_tail(ws, dst, j, j + 32, ref, raw, raw_size, &off, &badv);   /* cannot fail here */
+            continue;
+        }
+        __m512i const tk = _mm512_cvtepu8_epi16(tb);
+        __m512i const nb = _mm512_subs_epu16(_mm512_srli_epi16(_mm512_add_epi16(tk, one), 1), one);
+        /* inclusive prefix sums: within each lane, then the lanes before */
+        __m512i p = _mm512_add_epi16(nb, _mm512_bslli_epi128(nb, 2));
+        p = _mm512_add_epi16(p, _mm512_bslli_epi128(p, 4));
+        p = _mm512_add_epi16(p, _mm512_bslli_epi128(p, 8));
+        p = _mm512_mask_add_epi16(p, 0xFFFFFF00u, p, _mm512_permutexvar_epi16(last1, p));
+        p = _mm512_mask_add_epi16(p, 0xFFFF0000u, p, _mm512_permutexvar_epi16(last2, p));
+        unsigned const total = (unsigned)_mm_extract_epi16(_mm512_extracti32x4_epi32(p, 3), 7);
+        __m512i const pos = _mm512_add_epi16(_mm512_sub_epi16(p, nb), _mm512_set1_epi16((short)(off & 7)));
+        __m512i const sh = _mm512_and_si512(pos, _mm512_set1_epi16(7));
+        __m512i const at = _mm512_srli_epi16(pos, 3);
+        __m512i const W = _mm512_loadu_si512((const void*)(raw + (off >> 3)));
+        /* bytes at, at+1 in A, at+1, at+2 in B: 16 bits from bit sh of at */
+        __m512i const ia = _mm512_add_epi16(_mm512_mullo_epi16(at, c0101), c0100);
+        __m512i const A = _mm512_permutexvar_epi8(ia, W), B = _mm512_permutexvar_epi8(_mm512_add_epi16(ia, c0101), W);
+        __m512i const y = _mm512_or_si512(_mm512_srlv_epi16(A, sh), _mm512_sllv_epi16(B, _mm512_sub_epi16(eight, sh)));
+        __m512i const mask = _mm512_sub_epi16(_mm512_sllv_epi16(one, nb), one);
+        __m512i const t = _mm512_add_epi16(_mm512_and_si512(y, mask), _mm512_permutexvar_epi16(tk, base_tab));
+        __m512i const r = _mm512_loadu_si512((const void*)(ref + 2 * j));
+        __m512i const v = _mm512_add_epi16(_mm512_and_si512(r, lo15), t);
+        bad = _mm512_or_si512(bad, _mm512_andnot_si512(t, v));
+        __m512i const sg = _mm512_srai_epi16(v, 15);
+        __m512i const a = _mm512_xor_si512(v, sg);
+        _mm512_storeu_si512((void*)(dst + 2 * j), _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), sbit), a));
+        off += total;
+    }
+    LMC_RETURN_IF(_mm512_movepi16_mask(bad), CORRUPT);   /* bit 15 of a lane */
+    return apply16_avx2(ws, dst, j, m, ref, rb, off, _mm_setzero_si128(), badv);
+}
+#  endif
+
 /* 32-bit values, pass 2 with AVX-512, 16 values a step: each value's bit
  * offset from a prefix sum of the raw-bit counts across the lanes, its bits
  * from the 8 bytes at that byte (at most 7 + 31 bits), its base from its
@@ -1256,6 +1327,9 @@ static size_t block_end(block_state* bs)
 /* Pass 2 of a wide block with AVX-512. */
 static size_t apply_wide_avx512(lmc_refctx_dws* ws, uint8_t* dst, size_t m, const uint8_t* ref, rawbits* rb, unsigned w)
 {
+#if LMC_REFCTX_VBMI
+    if (w == 2 && lmc_cpu_has_avx512vbmi()) return apply16_vbmi(ws, dst, m, ref, rb);
+#endif
     if (w == 2) return apply16_avx512(ws, dst, m, ref, rb);
 #if LMC_REFCTX_VBMI
     if (lmc_cpu_has_avx512vbmi()) return apply32_vbmi(ws, dst, m, ref, rb);
