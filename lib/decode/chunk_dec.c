@@ -66,9 +66,10 @@ static void hash_upto(hash_cursor* hc, size_t upto, int last)
 }
 
 /* Where the CPU decodes two REFCTX blocks at once (lmc_refctx_decode_pair),
- * a REFCTX block waits here for the next one of the chunk, in its piece or
- * a later one, so that small tensors of one block pair up too; the content
- * hash stops at the held block's start until it is decoded. */
+ * a wide REFCTX block (32 states) waits here for the next wide one of the
+ * chunk, in its piece or a later one, so that tensors of one block pair up
+ * too; the content hash stops at the held block's start until it is
+ * decoded. */
 typedef struct {
     lmc_refctx_job job;
     unsigned w;
@@ -92,7 +93,9 @@ static size_t refctx_block(lmc_chunk_dws* ws, held_block* hb, hash_cursor* hc, u
                            size_t at)
 {
     size_t const end = at + job->m * w;
-    if (!lmc_refctx_pairs()) {
+    /* a narrow block (4 states: a small tensor's) goes now, alone; the
+     * held one waits on for a wide partner */
+    if (!lmc_refctx_pairs() || !job->size || !(job->src[0] & LMC_REFCTX_WIDE)) {
         LMC_FORWARD(lmc_refctx_decode(&ws->rc, job->dst, job->m, w, job->ref, job->src, job->size));
         hash_upto(hc, end, 0);
         return 0;
