@@ -9,8 +9,9 @@
  * same-size reference tensor is timed through:
  *   prepare  tokens, contexts, counts, context merging, tables (encoder pass 1)
  *   encode   rANS (backwards) and raw bits (encoder pass 2)
- *   decode   tokens, then raw bits and values (both decoder passes), two
- *            blocks of one width at a time as a pair, as lmc decodes them
+ *   decode   tokens, then raw bits and values (both decoder passes), wide
+ *            blocks two at a time as a pair, as lmc's chunk decoder pairs
+ *            them (here across the whole file, not within 1 MiB chunks)
  *   decode 1 the same, one block at a time
  * and the round trip is checked. MB/s = tensor bytes / median seconds. */
 #include <string.h>
@@ -84,26 +85,45 @@ int main(int argc, char** argv)
             a += t1 - t0; e += t2 - t1;
             coded += esz[k];
         }
-        for (size_t k = 0; k < nblk; k++) {
-            size_t const mw = blk[k].m * blk[k].w;
-            if (k + 1 < nblk && blk[k + 1].w == blk[k].w) {
-                size_t const mw1 = blk[k + 1].m * blk[k + 1].w;
-                lmc_refctx_job const a = { out, blk[k].ref, enc[k] + 4, blk[k].m, esz[k] - 4 };
-                lmc_refctx_job const b = { out + mw, blk[k + 1].ref, enc[k + 1] + 4, blk[k + 1].m, esz[k + 1] - 4 };
+        /* as lmc's chunk decoder pairs them: a wide block waits for the
+         * next wide one of its width; narrow ones decode at once */
+        long held = -1;
+        for (size_t k = 0; k <= nblk; k++) {
+            int const wide = k < nblk && (enc[k][4] & LMC_REFCTX_WIDE);
+            if (k < nblk && !wide) {
                 double const t0 = now();
-                size_t const r = lmc_refctx_decode_pair(dws, dws2, blk[k].w, &a, &b);
+                size_t const r = lmc_refctx_decode(dws2, out + 4 * LMC_VBLOCK_MAX, blk[k].m, blk[k].w, blk[k].ref,
+                                                   enc[k] + 4, esz[k] - 4);
                 d += now() - t0;
-                if (r != 0 || memcmp(out, blk[k].cur, mw) || memcmp(out + mw, blk[k + 1].cur, mw1)) {
+                if (r != 0 || memcmp(out + 4 * LMC_VBLOCK_MAX, blk[k].cur, blk[k].m * blk[k].w)) {
                     fprintf(stderr, "round trip failed\n");
                     return 1;
                 }
-                k++;
                 continue;
             }
-            double const t0 = now();
-            size_t const r = lmc_refctx_decode(dws, out, blk[k].m, blk[k].w, blk[k].ref, enc[k] + 4, esz[k] - 4);
-            d += now() - t0;
-            if (r != 0 || memcmp(out, blk[k].cur, mw)) { fprintf(stderr, "round trip failed\n"); return 1; }
+            if (held >= 0 && k < nblk && blk[held].w == blk[k].w) {
+                size_t const h = (size_t)held;
+                lmc_refctx_job const a = { out, blk[h].ref, enc[h] + 4, blk[h].m, esz[h] - 4 };
+                lmc_refctx_job const b = { out + 4 * LMC_VBLOCK_MAX, blk[k].ref, enc[k] + 4, blk[k].m, esz[k] - 4 };
+                double const t0 = now();
+                size_t const r = lmc_refctx_decode_pair(dws, dws2, blk[k].w, &a, &b);
+                d += now() - t0;
+                if (r != 0 || memcmp(out, blk[h].cur, blk[h].m * blk[h].w)
+                    || memcmp(out + 4 * LMC_VBLOCK_MAX, blk[k].cur, blk[k].m * blk[k].w)) {
+                    fprintf(stderr, "round trip failed\n");
+                    return 1;
+                }
+                held = -1;
+                continue;
+            }
+            if (held >= 0) {   /* a held block with no partner of its width */
+                size_t const h = (size_t)held;
+                double const t0 = now();
+                size_t const r = lmc_refctx_decode(dws, out, blk[h].m, blk[h].w, blk[h].ref, enc[h] + 4, esz[h] - 4);
+                d += now() - t0;
+                if (r != 0 || memcmp(out, blk[h].cur, blk[h].m * blk[h].w)) { fprintf(stderr, "round trip failed\n"); return 1; }
+            }
+            held = k < nblk ? (long)k : -1;
         }
         double d1 = 0;
         for (size_t k = 0; k < nblk; k++) {
