@@ -679,6 +679,28 @@ LMC_TARGET_AVX512 static void build_went(lmc_refctx_dws* ws, unsigned G, unsigne
     }
 }
 
+/* The 32 tokens from value j, bit 7 cleared, in *tk; 0 where one of them
+ * has k = 16 (a token above 30), which the vector steps leave to
+ * apply16_tail. */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE int tokens32(const lmc_refctx_dws* ws, size_t j, __m256i* tk)
+{
+    *tk = _mm256_and_si256(_mm256_loadu_si256((const __m256i*)(const void*)(ws->tok + j)), _mm256_set1_epi8(0x7F));
+    return !_mm256_movemask_epi8(_mm256_cmpgt_epi8(*tk, _mm256_set1_epi8(30)));
+}
+
+/* 32 values from their differences t (word lanes) to their references:
+ * apply16_step's arithmetic. Bit 15 of a lane of *bad marks a value whose
+ * magnitude left 15 bits (a corrupt block). */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE void values32(uint8_t* dst, const uint8_t* ref, __m512i t, __m512i* bad)
+{
+    __m512i const r = _mm512_loadu_si512((const void*)ref);
+    __m512i const v = _mm512_add_epi16(_mm512_and_si512(r, _mm512_set1_epi16(0x7FFF)), t);
+    *bad = _mm512_or_si512(*bad, _mm512_andnot_si512(t, v));
+    __m512i const sg = _mm512_srai_epi16(v, 15);
+    __m512i const a = _mm512_xor_si512(v, sg);
+    _mm512_storeu_si512((void*)dst, _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), _mm512_set1_epi16((short)0x8000)), a));
+}
+
 /* 16-bit values, pass 2 with AVX-512 BW: apply16_step's arithmetic for 32
  * values a step, one 8-value window in each 128-bit lane of a zmm. The
  * per-value bytes (window byte index, shift multiplier, mask, base) are
@@ -714,15 +736,14 @@ LMC_TARGET_AVX512 static size_t apply16_avx512(lmc_refctx_dws* ws, uint8_t* dst,
 #undef XLO
 #undef XHI
     __m512i const c01 = _mm512_set1_epi16(0x0100), c11 = _mm512_set1_epi16(0x0101);
-    __m512i const lo15 = _mm512_set1_epi16(0x7FFF), sbit = _mm512_set1_epi16((short)0x8000);
     __m512i bad = _mm512_setzero_si512();
     uint32_t badv = 0;
     uint64_t off = 0;
     size_t j = 0;
     /* the fourth window starts at most 46 bytes after the first */
     for (; j + 32 <= m && (off >> 3) + 63 <= raw_size; j += 32) {
-        __m256i const tk = _mm256_and_si256(_mm256_loadu_si256((const __m256i*)(const void*)(ws->tok + j)), _mm256_set1_epi8(0x7F));
-        if (LMC_UNLIKELY(_mm256_movemask_epi8(_mm256_cmpgt_epi8(tk, _mm256_set1_epi8(30))))) {
+        __m256i tk;
+        if (LMC_UNLIKELY(!tokens32(ws, j, &tk))) {
             (void)apply16_tail(ws, dst, j, j + 32, ref, raw, raw_size, &off, &badv);   /* cannot fail here */
             continue;
         }
@@ -760,13 +781,7 @@ LMC_TARGET_AVX512 static size_t apply16_avx512(lmc_refctx_dws* ws, uint8_t* dst,
         __m512i const y = _mm512_or_si512(_mm512_mulhi_epu16(A, _mm512_slli_epi16(N, 8)), _mm512_mullo_epi16(B, N));
         __m512i const mask = _mm512_or_si512(_mm512_cvtepu8_epi16(ml), _mm512_slli_epi16(_mm512_cvtepu8_epi16(mh), 8));
         __m512i const b = _mm512_or_si512(_mm512_cvtepu8_epi16(bl), _mm512_slli_epi16(_mm512_cvtepu8_epi16(bh), 8));
-        __m512i const t = _mm512_add_epi16(_mm512_and_si512(y, mask), b);
-        __m512i const r = _mm512_loadu_si512((const void*)(ref + 2 * j));
-        __m512i const v = _mm512_add_epi16(_mm512_and_si512(r, lo15), t);
-        bad = _mm512_or_si512(bad, _mm512_andnot_si512(t, v));
-        __m512i const sg = _mm512_srai_epi16(v, 15);
-        __m512i const a = _mm512_xor_si512(v, sg);
-        _mm512_storeu_si512((void*)(dst + 2 * j), _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), sbit), a));
+        values32(dst + 2 * j, ref + 2 * j, _mm512_add_epi16(_mm512_and_si512(y, mask), b), &bad);
         off = o2 + t16;
     }
     LMC_RETURN_IF(_mm512_movepi16_mask(bad), CORRUPT);   /* bit 15 of a lane */
@@ -801,14 +816,14 @@ LMC_TARGET_AVX512VBMI static size_t apply16_vbmi(lmc_refctx_dws* ws, uint8_t* ds
     __m512i const last2 = _mm512_set_epi16(15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7,
                                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512i const one = _mm512_set1_epi16(1), eight = _mm512_set1_epi16(8), c0100 = _mm512_set1_epi16(0x0100);
-    __m512i const c0101 = _mm512_set1_epi16(0x0101), lo15 = _mm512_set1_epi16(0x7FFF), sbit = _mm512_set1_epi16((short)0x8000);
+    __m512i const c0101 = _mm512_set1_epi16(0x0101);
     __m512i bad = _mm512_setzero_si512();
     uint32_t badv = 0;
     uint64_t off = 0;
     size_t j = 0;
     for (; j + 32 <= m && (off >> 3) + 64 <= raw_size; j += 32) {
-        __m256i const tb = _mm256_and_si256(_mm256_loadu_si256((const __m256i*)(const void*)(ws->tok + j)), _mm256_set1_epi8(0x7F));
-        if (LMC_UNLIKELY(_mm256_movemask_epi8(_mm256_cmpgt_epi8(tb, _mm256_set1_epi8(30))))) {
+        __m256i tb;
+        if (LMC_UNLIKELY(!tokens32(ws, j, &tb))) {
             (void)apply16_tail(ws, dst, j, j + 32, ref, raw, raw_size, &off, &badv);   /* cannot fail here */
             continue;
         }
@@ -830,13 +845,8 @@ LMC_TARGET_AVX512VBMI static size_t apply16_vbmi(lmc_refctx_dws* ws, uint8_t* ds
         __m512i const A = _mm512_permutexvar_epi8(ia, W), B = _mm512_permutexvar_epi8(_mm512_add_epi16(ia, c0101), W);
         __m512i const y = _mm512_or_si512(_mm512_srlv_epi16(A, sh), _mm512_sllv_epi16(B, _mm512_sub_epi16(eight, sh)));
         __m512i const mask = _mm512_sub_epi16(_mm512_sllv_epi16(one, nb), one);
-        __m512i const t = _mm512_add_epi16(_mm512_and_si512(y, mask), _mm512_permutexvar_epi16(tk, base_tab));
-        __m512i const r = _mm512_loadu_si512((const void*)(ref + 2 * j));
-        __m512i const v = _mm512_add_epi16(_mm512_and_si512(r, lo15), t);
-        bad = _mm512_or_si512(bad, _mm512_andnot_si512(t, v));
-        __m512i const sg = _mm512_srai_epi16(v, 15);
-        __m512i const a = _mm512_xor_si512(v, sg);
-        _mm512_storeu_si512((void*)(dst + 2 * j), _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), sbit), a));
+        values32(dst + 2 * j, ref + 2 * j, _mm512_add_epi16(_mm512_and_si512(y, mask), _mm512_permutexvar_epi16(tk, base_tab)),
+                 &bad);
         off += total;
     }
     LMC_RETURN_IF(_mm512_movepi16_mask(bad), CORRUPT);   /* bit 15 of a lane */
@@ -1044,6 +1054,44 @@ LMC_TARGET_AVX512 static size_t decode_tokens_avx512(lmc_refctx_dws* ws, size_t 
     return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
 }
 
+/* Two wide blocks' pass 1 in step (decode_tokens_vbmi_pair,
+ * decode_tokens_avx512_pair): their states in registers and where each
+ * stands in its word stream. */
+typedef struct {
+    const uint8_t *wbase0, *wbase1;
+    size_t nw0, nw1, wi0, wi1;
+    __m512i xa, xb, ya, yb;
+} pair_state;
+
+LMC_TARGET_AVX512 LMC_FORCE_INLINE void pair_begin(pair_state* ps, const uint32_t* x0, const uint32_t* x1,
+                                                   const uint8_t* wp0, const uint8_t* wp1, const uint8_t* wend0,
+                                                   const uint8_t* wend1)
+{
+    ps->wbase0 = wp0; ps->wbase1 = wp1;
+    ps->nw0 = (size_t)(wend0 - wp0) / 2; ps->nw1 = (size_t)(wend1 - wp1) / 2;
+    ps->wi0 = ps->wi1 = 0;
+    ps->xa = _mm512_loadu_si512((const void*)x0); ps->xb = _mm512_loadu_si512((const void*)(x0 + 16));
+    ps->ya = _mm512_loadu_si512((const void*)x1); ps->yb = _mm512_loadu_si512((const void*)(x1 + 16));
+}
+
+/* Whether round i (tokens i..i+31) is inside both blocks, and the 32 words
+ * a round may read are there in both streams. */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE int pair_more(const pair_state* ps, size_t i, size_t m)
+{
+    return i + 32 <= m && ps->wi0 + 32 <= ps->nw0 && ps->wi1 + 32 <= ps->nw1;
+}
+
+LMC_TARGET_AVX512 LMC_FORCE_INLINE void pair_end(pair_state* ps, uint32_t* x0, uint32_t* x1, const uint8_t** wpp0,
+                                                 const uint8_t** wpp1)
+{
+    _mm512_storeu_si512((void*)x0, ps->xa);
+    _mm512_storeu_si512((void*)(x0 + 16), ps->xb);
+    _mm512_storeu_si512((void*)x1, ps->ya);
+    _mm512_storeu_si512((void*)(x1 + 16), ps->yb);
+    *wpp0 = ps->wbase0 + 2 * ps->wi0;
+    *wpp1 = ps->wbase1 + 2 * ps->wi1;
+}
+
 /* decode_tokens_vbmi_pair's loop without VBMI: the groups' offsets
  * gathered. */
 LMC_TARGET_AVX512 static size_t decode_tokens_avx512_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, size_t m,
@@ -1052,26 +1100,17 @@ LMC_TARGET_AVX512 static size_t decode_tokens_avx512_pair(lmc_refctx_dws* ws0, l
                                                           const uint8_t** wpp1, const uint8_t* wend0,
                                                           const uint8_t* wend1, unsigned bits)
 {
-    const uint8_t* const wbase0 = *wpp0;
-    const uint8_t* const wbase1 = *wpp1;
-    size_t const nw0 = (size_t)(wend0 - wbase0) / 2, nw1 = (size_t)(wend1 - wbase1) / 2;
-    size_t i = 0, wi0 = 0, wi1 = 0;
-    __m512i xa = _mm512_loadu_si512((const void*)x0), xb = _mm512_loadu_si512((const void*)(x0 + 16));
-    __m512i ya = _mm512_loadu_si512((const void*)x1), yb = _mm512_loadu_si512((const void*)(x1 + 16));
-    if (nw0 >= 32 && nw1 >= 32)
-        for (; i + 32 <= m && wi0 <= nw0 - 32 && wi1 <= nw1 - 32; i += 32) {
-            __m512i ga, gb, ha, hb;
-            round_offsets(ws0, ref0, i, bits, &ga, &gb);
-            round_offsets(ws1, ref1, i, bits, &ha, &hb);
-            wide_round(ws0, i, ga, gb, &xa, &xb, wbase0, &wi0);
-            wide_round(ws1, i, ha, hb, &ya, &yb, wbase1, &wi1);
-        }
-    _mm512_storeu_si512((void*)x0, xa);
-    _mm512_storeu_si512((void*)(x0 + 16), xb);
-    _mm512_storeu_si512((void*)x1, ya);
-    _mm512_storeu_si512((void*)(x1 + 16), yb);
-    *wpp0 = wbase0 + 2 * wi0;
-    *wpp1 = wbase1 + 2 * wi1;
+    pair_state ps;
+    size_t i = 0;
+    pair_begin(&ps, x0, x1, *wpp0, *wpp1, wend0, wend1);
+    for (; pair_more(&ps, i, m); i += 32) {
+        __m512i ga, gb, ha, hb;
+        round_offsets(ws0, ref0, i, bits, &ga, &gb);
+        round_offsets(ws1, ref1, i, bits, &ha, &hb);
+        wide_round(ws0, i, ga, gb, &ps.xa, &ps.xb, ps.wbase0, &ps.wi0);
+        wide_round(ws1, i, ha, hb, &ps.ya, &ps.yb, ps.wbase1, &ps.wi1);
+    }
+    pair_end(&ps, x0, x1, wpp0, wpp1);
     return i;
 }
 
@@ -1144,30 +1183,21 @@ LMC_TARGET_AVX512VBMI static size_t decode_tokens_vbmi_pair(lmc_refctx_dws* ws0,
                                                             const uint8_t** wpp1, const uint8_t* wend0,
                                                             const uint8_t* wend1, unsigned bits)
 {
-    const uint8_t* const wbase0 = *wpp0;
-    const uint8_t* const wbase1 = *wpp1;
-    size_t const nw0 = (size_t)(wend0 - wbase0) / 2, nw1 = (size_t)(wend1 - wbase1) / 2;
-    size_t i = 0, wi0 = 0, wi1 = 0;
     __m512i const t0 = _mm512_loadu_si512((const void*)ws0->gmap), t1 = _mm512_loadu_si512((const void*)(ws0->gmap + 64));
     __m512i const t2 = _mm512_loadu_si512((const void*)(ws0->gmap + 128)), t3 = _mm512_loadu_si512((const void*)(ws0->gmap + 192));
     __m512i const u0 = _mm512_loadu_si512((const void*)ws1->gmap), u1 = _mm512_loadu_si512((const void*)(ws1->gmap + 64));
     __m512i const u2 = _mm512_loadu_si512((const void*)(ws1->gmap + 128)), u3 = _mm512_loadu_si512((const void*)(ws1->gmap + 192));
-    __m512i xa = _mm512_loadu_si512((const void*)x0), xb = _mm512_loadu_si512((const void*)(x0 + 16));
-    __m512i ya = _mm512_loadu_si512((const void*)x1), yb = _mm512_loadu_si512((const void*)(x1 + 16));
-    if (nw0 >= 32 && nw1 >= 32)
-        for (; i + 32 <= m && wi0 <= nw0 - 32 && wi1 <= nw1 - 32; i += 32) {
-            __m512i ga, gb, ha, hb;
-            round_groups(ref0, i, bits, t0, t1, t2, t3, &ga, &gb);
-            round_groups(ref1, i, bits, u0, u1, u2, u3, &ha, &hb);
-            wide_round(ws0, i, ga, gb, &xa, &xb, wbase0, &wi0);
-            wide_round(ws1, i, ha, hb, &ya, &yb, wbase1, &wi1);
-        }
-    _mm512_storeu_si512((void*)x0, xa);
-    _mm512_storeu_si512((void*)(x0 + 16), xb);
-    _mm512_storeu_si512((void*)x1, ya);
-    _mm512_storeu_si512((void*)(x1 + 16), yb);
-    *wpp0 = wbase0 + 2 * wi0;
-    *wpp1 = wbase1 + 2 * wi1;
+    pair_state ps;
+    size_t i = 0;
+    pair_begin(&ps, x0, x1, *wpp0, *wpp1, wend0, wend1);
+    for (; pair_more(&ps, i, m); i += 32) {
+        __m512i ga, gb, ha, hb;
+        round_groups(ref0, i, bits, t0, t1, t2, t3, &ga, &gb);
+        round_groups(ref1, i, bits, u0, u1, u2, u3, &ha, &hb);
+        wide_round(ws0, i, ga, gb, &ps.xa, &ps.xb, ps.wbase0, &ps.wi0);
+        wide_round(ws1, i, ha, hb, &ps.ya, &ps.yb, ps.wbase1, &ps.wi1);
+    }
+    pair_end(&ps, x0, x1, wpp0, wpp1);
     return i;
 }
 #  else
