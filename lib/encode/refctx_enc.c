@@ -742,8 +742,8 @@ LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes(const lmc_refctx_ws* ws, __m5
     __m512i const cum = _mm512_srli_epi32(fc, 13);
     __mmask16 const out = _mm512_cmpge_epu32_mask(x, _mm512_slli_epi32(f, 19));
     unsigned const n = (unsigned)_mm_popcnt_u32(out);
-    __m512i const w = _mm512_maskz_expand_epi32((__mmask16)(0xFFFF0000u >> n), _mm512_maskz_compress_epi32(out, x));
-    _mm256_storeu_si256((__m256i*)(void*)(wp + 2 * (ptrdiff_t)(nk - 15)), _mm512_cvtepi32_epi16(w));
+    _mm256_mask_storeu_epi16((void*)(wp + 2 * ((ptrdiff_t)nk + 1 - (ptrdiff_t)n)), (__mmask16)((1u << n) - 1),
+                             _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(out, x)));
     nk -= n;
     x = _mm512_mask_srli_epi32(x, out, x, 16);
     __m512d const nudge = _mm512_set1_pd(1.0 / 65536);
