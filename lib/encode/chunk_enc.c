@@ -103,8 +103,14 @@ static size_t streams_estimate(const uint32_t (*h)[256], unsigned w, float n, fl
     size_t t = 0;
     for (unsigned k = 0; k < w; k++) {
         unsigned d = 0;
+        float fk = 0;
         for (unsigned s = 0; s < 256; s++)
-            if (h[k][s]) { f += (float)h[k][s] * lmc_fast_log2(n / (float)h[k][s]); d++; }
+            if (h[k][s]) { fk += (float)h[k][s] * lmc_fast_log2(n / (float)h[k][s]); d++; }
+        /* a sample's plug-in entropy is low by about (d - 1) / (2 ln 2) bits
+         * (Miller and Madow): 1 % of the near-uniform low bytes of a dense
+         * delta, enough to turn clear REFCTX wins into close calls */
+        if (scale > 1) fk += (float)(d - 1) * 0.7213475f;
+        f += LMC_MIN(fk, 8 * n);   /* a stream never costs more than RAW */
         t += d > 1 ? 40 : 2;
     }
     return (size_t)(f / 8 * scale) + 2 + t;
@@ -187,7 +193,14 @@ static size_t sample_xor_estimate(const uint8_t* src, const uint8_t* r, size_t m
  * what costs); if that is not a clear REFCTX win either, the full sample
  * decides as usual. (An eighth until 2026-12-01: fp32 weight deltas, which
  * REFCTX wins by about a twentieth, then sampled every block in full; the
- * 18 deltas of bench/data/traj-3m and data/trajectory came out the same.) */
+ * 18 deltas of bench/data/traj-3m and data/trajectory came out the same.)
+ * REFCTX is taken without coding the block GROUPED too when the sampled
+ * GROUPED estimate exceeds REFCTX's (exact) one by a sixty-fourth; a
+ * thirty-second until 2026-12-02, when the sampled estimate gained its
+ * bias correction (streams_estimate). Adam's second moment, which REFCTX
+ * wins by about 3 %, was until then coded both ways in most blocks; the 27
+ * deltas of those trajectories give the same bytes either way. Small blocks,
+ * estimated whole, keep the thirty-second. */
 static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const uint8_t* r,
                                 size_t n, unsigned w, int rot, unsigned coders, lmc_frame_stats* st)
 {
@@ -198,12 +211,13 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         const uint8_t* const rr = r + b * w;
         size_t const worst = 2 + w * (1 + m);    /* GROUPED of RAW blocks */
         size_t rc_est = SIZE_MAX, g_est;
+        size_t const clear = m >= 8192 ? 64 : 32;   /* sampled (sample_estimates) or whole */
         vblock_estimates e;
         if (lean) {
             rc_est = lmc_refctx_prepare(&ws->rc, s, rr, m, w);
             e.xor_ = sample_xor_estimate(s, rr, m, w, rot);
             e.plain = SIZE_MAX;
-            lean = e.xor_ > rc_est + rc_est / 32;
+            lean = e.xor_ > rc_est + rc_est / clear;
         }
         if (!lean) {
             e = sample_estimates(ws, s, rr, m, w, rot);
@@ -215,9 +229,9 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         const uint8_t* const gref = e.plain < e.xor_ ? NULL : rr;
         g_est = LMC_MIN(e.plain, e.xor_);
         size_t sz = 0;
-        if (rc_est != SIZE_MAX && g_est > rc_est + rc_est / 32) {
+        if (rc_est != SIZE_MAX && g_est > rc_est + rc_est / clear) {
             sz = lmc_refctx_encode(&ws->rc, p, worst);
-            lean = sz && g_est > rc_est + rc_est / 32;
+            lean = sz;
             if (sz) { add_block_stat(st, LMC_CODER_REFCTX, m * w, sz); p += sz; continue; }
         }
         lean = 0;
