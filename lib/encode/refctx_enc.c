@@ -52,6 +52,15 @@ LMC_FORCE_INLINE void raw_put_wide(rawwriter* rw, uint64_t bits, unsigned nb)
 }
 #endif
 
+/* The lanes of a vector stored to the array a are read back with scalar
+ * loads: otherwise gcc turns each read into an extract and a move, which
+ * run on the same two ports as the 512-bit arithmetic (VIA_MEMORY) */
+#if defined(__GNUC__)
+#  define LMC_VIA_MEMORY(a) __asm__("" : "+m"(a))
+#else
+#  define LMC_VIA_MEMORY(a) ((void)0)
+#endif
+
 /* Bounds of the contexts met, for collecting the counts afterwards. */
 typedef struct { unsigned lo, hi; } ctxrange;
 
@@ -298,6 +307,7 @@ LMC_TARGET_AVX512 static void analyse16_avx512(lmc_refctx_ws* ws, rawwriter* rwp
         uint64_t q[8], nq[8];
         _mm512_storeu_si512((void*)q, _mm512_or_si512(p, _mm512_sllv_epi64(_mm512_unpackhi_epi64(p, p), np)));
         _mm512_storeu_si512((void*)nq, _mm512_add_epi64(np, _mm512_unpackhi_epi64(np, np)));
+        LMC_VIA_MEMORY(q); LMC_VIA_MEMORY(nq);
         /* the keys of the step before (see analyse16_avx2) */
         if (i) count_keys(lc, ws->key + i - 16, 16);
         raw_put_wide(&rw, q[0], (unsigned)nq[0]);
@@ -349,6 +359,7 @@ LMC_TARGET_AVX512 static void analyse32_avx512(lmc_refctx_ws* ws, rawwriter* rwp
         uint64_t p[8], np[8];
         _mm512_storeu_si512((void*)p, pv);
         _mm512_storeu_si512((void*)np, npv);
+        LMC_VIA_MEMORY(p); LMC_VIA_MEMORY(np);
         if (i) count_keys(lc, ws->key + i - 16, 16);   /* the step before's, as in analyse16_avx2 */
         for (int j = 0; j < 8; j++) raw_put_wide(&rw, p[j], (unsigned)np[j]);
     }
