@@ -6,6 +6,7 @@
  *   gcc -O2 -Iinclude bench/api_loop.c liblmc.a -ljansson -lpthread -lm -o build/bench/api_loop
  *   build/bench/api_loop NEW REF c|d [runs [threads]]     (default 30 runs, 1 thread)
  *   OUT=frame.lmc build/bench/api_loop NEW REF c           (also writes the frame)
+ *   build/bench/api_loop NEW none c|d ...                   (no reference: a keyframe)
  */
 #include "lmc.h"
 #include <stdio.h>
@@ -45,7 +46,8 @@ int main(int argc, char** argv)
     int const threads = argc > 5 ? atoi(argv[5]) : 1;
     size_t n, rn;
     void* const src = slurp(argv[1], &n);
-    void* const ref = slurp(argv[2], &rn);
+    int const keyframe = !strcmp(argv[2], "none");
+    void* const ref = keyframe ? NULL : slurp(argv[2], &rn);
     size_t const cap = lmc_compress_bound(n);
     void* const frame = malloc(cap);
     void* const back = malloc(n ? n : 1);
@@ -54,19 +56,19 @@ int main(int argc, char** argv)
     if (!frame || !back || !c || !d) { fprintf(stderr, "out of memory\n"); return 2; }
     lmc_cctx_set_param(c, LMC_P_THREADS, threads);
     lmc_dctx_set_param(d, LMC_D_THREADS, threads);
-    uint64_t const rh = lmc_hash64(ref, rn);
-    lmc_cctx_set_ref_hashed(c, ref, rn, rh);
+    uint64_t const rh = keyframe ? 0 : lmc_hash64(ref, rn);
+    if (!keyframe) lmc_cctx_set_ref_hashed(c, ref, rn, rh);
     size_t z = lmc_compress(c, frame, cap, src, n);
     if (lmc_is_error(z)) { fprintf(stderr, "compress: %s\n", lmc_error_name(z)); return 1; }
     double best = 1e30;
     for (int i = 0; i < runs; i++) {
         double const t0 = now();
         if (decode) {
-            lmc_dctx_set_ref_hashed(d, ref, rn, rh);
+            if (!keyframe) lmc_dctx_set_ref_hashed(d, ref, rn, rh);
             size_t const r = lmc_decompress(d, back, n, frame, z);
             if (r != n) { fprintf(stderr, "decompress: %s\n", lmc_is_error(r) ? lmc_error_name(r) : "wrong size"); return 1; }
         } else {
-            lmc_cctx_set_ref_hashed(c, ref, rn, rh);
+            if (!keyframe) lmc_cctx_set_ref_hashed(c, ref, rn, rh);
             z = lmc_compress(c, frame, cap, src, n);
             if (lmc_is_error(z)) { fprintf(stderr, "compress: %s\n", lmc_error_name(z)); return 1; }
         }

@@ -710,6 +710,61 @@ static void test_names(void** state)
  * every loop, one-shot and streamed in uneven slices, must give the hash
  * that XXH3 compiled here (baseline) gives, or frames would not decode on
  * another machine. */
+/* Byte streams for the histogram paths: exponent-like (a few values hold
+ * most bytes), with the values that start a block rare later on, flat, one
+ * dominant value, and fewer distinct values than the candidates. */
+static void fill_hist_case(uint8_t* p, size_t m, int kind, uint32_t seed)
+{
+    uint32_t r = seed * 2654435761u + 1;
+    for (size_t i = 0; i < m; i++) {
+        r = r * 1103515245u + 12345u;
+        unsigned const u = r >> 8;
+        switch (kind) {
+        case 0: { unsigned b = 0; while (b < 20 && (u >> b & 1)) b++; p[i] = (uint8_t)(126 - b); break; }
+        case 1: p[i] = (uint8_t)(i < 2048 ? 60 + u % 12 : (u % 16 ? 120 + u % 8 : u)); break;
+        case 2: p[i] = (uint8_t)u; break;
+        case 3: p[i] = (uint8_t)(u % 10 ? 0 : u >> 8); break;
+        case 4: p[i] = (uint8_t)(200 + u % 3); break;
+        default: p[i] = (uint8_t)(u % 100 ? 7 + (u % 14) : u >> 9); break;
+        }
+    }
+}
+
+/* lmc_histogram and lmc_block_scan count every byte exactly in every CPU
+ * mode (AVX-512 counts the most frequent values by compare and popcount),
+ * and block_scan's raw decision does not depend on the mode. */
+static void test_histogram_paths(void** state)
+{
+    (void)state;
+    static const unsigned modes[] = { ~0u, LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2, 0 };
+    static const size_t sizes[] = { 1, 63, 1000, 4096, 4097, 16384, 20000 + 13, 65536 };
+    uint8_t* const b = (uint8_t*)tu_xmalloc(65536);
+    for (int kind = 0; kind < 6; kind++) {
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            size_t const m = sizes[k];
+            fill_hist_case(b, m, kind, (uint32_t)(kind * 31 + k));
+            uint32_t want[256] = { 0 };
+            for (size_t i = 0; i < m; i++) want[b[i]]++;
+            int raw0 = -1;
+            for (size_t md = 0; md < sizeof(modes) / sizeof(modes[0]); md++) {
+                lmc_cpu_restrict(modes[md]);
+                uint32_t h[256];
+                memset(h, 0xA5, sizeof(h));
+                lmc_histogram(h, b, m);
+                assert_memory_equal(h, want, sizeof(want));
+                memset(h, 0xA5, sizeof(h));
+                int const raw = lmc_block_scan(h, b, m);
+                if (!raw) assert_memory_equal(h, want, sizeof(want));
+                if (raw0 < 0) raw0 = raw;
+                assert_int_equal(raw, raw0);
+                assert_int_equal(raw, kind == 2 && m >= 16384);
+            }
+        }
+    }
+    lmc_cpu_restrict(~0u);
+    free(b);
+}
+
 static void test_hash_cpu_paths(void** state)
 {
     (void)state;
@@ -759,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_coder_mask),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_hash_cpu_paths),
+        cmocka_unit_test(test_histogram_paths),
     };
     return cmocka_run_group_tests_name("codec", tests, setup, teardown);
 }
