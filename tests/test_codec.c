@@ -710,6 +710,46 @@ static void test_names(void** state)
  * every loop, one-shot and streamed in uneven slices, must give the hash
  * that XXH3 compiled here (baseline) gives, or frames would not decode on
  * another machine. */
+/* A HUF block by hand: symbols 0 and 1 with codes "0" and "10" (an
+ * incomplete code: "11" is unassigned), four streams of n bytes each, all
+ * bytes `fill` except stream 2's byte `bad_at` (if < n), set to 0xFF. */
+static size_t hand_huf_block(uint8_t* b, size_t n, uint8_t fill, size_t bad_at)
+{
+    uint8_t* p = b + 4;
+    *p++ = 2; *p++ = 0;          /* nsym */
+    *p++ = 0x21;                 /* lengths 1, 2 */
+    for (int j = 0; j < 3; j++) { *p++ = (uint8_t)n; *p++ = (uint8_t)(n >> 8); }
+    memset(p, fill, 4 * n);
+    if (bad_at < n) p[2 * n + bad_at] = 0xFF;
+    p += 4 * n;
+    size_t const payload = (size_t)(p - (b + 4));
+    b[0] = LMC_CODER_HUF;
+    b[1] = (uint8_t)payload; b[2] = (uint8_t)(payload >> 8); b[3] = (uint8_t)(payload >> 16);
+    return 4 + payload;
+}
+
+/* The several-symbols-a-lookup Huffman loop (large blocks with short codes):
+ * a stream that meets an unassigned code stops the loop (it would otherwise
+ * decode nothing and go round for ever) and the block is refused, wherever
+ * the code lies; the same block without it decodes. */
+static void test_huf_multi_unassigned(void** state)
+{
+    codec_state* const s = (codec_state*)*state;
+    size_t const m = LMC_BLOCK_MAX, n = m / 4 / 8;   /* m / 4 one-bit codes a stream */
+    size_t sz = hand_huf_block(s->buf, n, 0x00, n);
+    assert_int_equal(lmc_block_decode(s->dec, s->out, m, s->buf, sz), sz);
+    for (size_t i = 0; i < m; i++) if (s->out[i]) fail_msg("byte %zu is %u", i, s->out[i]);
+    size_t const at[] = { 0, 1, 100, n / 2, n - 20, n - 1 };
+    for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+        sz = hand_huf_block(s->buf, n, 0x00, at[k]);
+        size_t const r = lmc_block_decode(s->dec, s->out, m, s->buf, sz);
+        assert_true(lmc_is_error(r));
+    }
+    /* every code unassigned from the start, in all four streams */
+    sz = hand_huf_block(s->buf, n, 0xFF, n);
+    assert_true(lmc_is_error(lmc_block_decode(s->dec, s->out, m, s->buf, sz)));
+}
+
 /* Byte streams for the histogram paths: exponent-like (a few values hold
  * most bytes), with the values that start a block rare later on, flat, one
  * dominant value, and fewer distinct values than the candidates. */
@@ -815,6 +855,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_hash_cpu_paths),
         cmocka_unit_test(test_histogram_paths),
+        cmocka_unit_test(test_huf_multi_unassigned),
     };
     return cmocka_run_group_tests_name("codec", tests, setup, teardown);
 }

@@ -67,15 +67,19 @@ static int br_finished_exactly(const bitr* r)
     return (consumed + 7) / 8 == r->size;
 }
 
-static void build_lit_table(uint16_t* T, const uint8_t* len, const uint16_t* code)
+/* Returns the shortest code length. */
+static unsigned build_lit_table(uint16_t* T, const uint8_t* len, const uint16_t* code)
 {
+    unsigned minlen = LMC_HUF_MAXBITS;
     memset(T, 0, LMC_HUF_TABLE_SIZE * sizeof(*T));
     for (unsigned s = 0; s < LMC_ALPHA_LIT; s++) {
         unsigned const l = len[s];
         if (!l) continue;
+        minlen = LMC_MIN(minlen, l);
         uint16_t const e = (uint16_t)((s << 8) | l);
         for (unsigned i = code[s]; i < LMC_HUF_TABLE_SIZE; i += 1u << l) T[i] = e;
     }
+    return minlen;
 }
 
 static void build_rle_table(uint32_t* T, const uint8_t* len, const uint16_t* code)
@@ -90,6 +94,7 @@ static void build_rle_table(uint32_t* T, const uint8_t* len, const uint16_t* cod
 }
 
 #define MASK (LMC_HUF_TABLE_SIZE - 1)
+#define MULTI_MIN_BLOCK 16384   /* below, building the multi-symbol table costs more than it saves */
 
 LMC_FORCE_INLINE size_t decode_tail(const uint16_t* T, bitr* r, uint8_t* o, size_t cnt)
 {
@@ -140,6 +145,76 @@ static size_t rounds_left(const uint8_t* p, const uint8_t* end)
     return avail < 15 ? 0 : (avail - 8) / 7;
 }
 
+/* The table of up to three symbols a lookup: for each 11-bit window, the
+ * code at its start and as many of the codes after it (at most two more) as
+ * lie wholly within the window: bits 0-5 the bits they take, 6-7 how many
+ * (0 for an unassigned code), 8-31 the symbols. A stream's lookups wait on
+ * each other (mask, load, shift: about 7 cycles), and an exponent stream's
+ * codes are short (2-3 bits on average), so most lookups decode three. */
+static void build_multi_table(uint32_t* T2, const uint16_t* T)
+{
+    for (unsigned i = 0; i < LMC_HUF_TABLE_SIZE; i++) {
+        unsigned const e1 = T[i], l1 = e1 & 0xFF;
+        uint32_t e = 0;
+        if (l1) {
+            /* i >> l1 holds the window's LMC_HUF_MAXBITS - l1 bits after the first code */
+            unsigned const e2 = T[i >> l1], l2 = e2 & 0xFF;
+            e = (1u << 6) | ((e1 >> 8) << 8) | l1;
+            if (l2 && l1 + l2 <= LMC_HUF_MAXBITS) {
+                unsigned const e3 = T[i >> (l1 + l2)], l3 = e3 & 0xFF;
+                e = (2u << 6) | ((e2 >> 8) << 16) | ((e1 >> 8) << 8) | (l1 + l2);
+                if (l3 && l1 + l2 + l3 <= LMC_HUF_MAXBITS)
+                    e = (3u << 6) | ((e3 >> 8) << 24) | ((e2 >> 8) << 16) | ((e1 >> 8) << 8) | (l1 + l2 + l3);
+            }
+        }
+        T2[i] = e;
+    }
+}
+
+/* One lookup: the symbols' three bytes are stored, and one more (the ones
+ * beyond those decoded the next lookup overwrites), the pointer moves by
+ * how many were decoded. */
+#define HUF_DEC3(w, o) do { uint32_t const e_ = T2[(w) & MASK]; lmc_wr32((o), e_ >> 8); (o) += (e_ >> 6) & 3; (w) >>= (e_ & 63); } while (0)
+
+/* Rounds of 5 lookups per stream (at most 55 bits: a reload's 56 suffice),
+ * each stream with its own output pointer, while every stream has room for
+ * 16 more bytes a round (15 symbols and the store past them) and input for
+ * the reloads. Stops early (leaving
+ * the rest to the checked tail) if a stream decodes fewer than 5 symbols a
+ * round: it met an unassigned code. */
+LMC_FORCE_INLINE void huf4_multi_rounds(const uint32_t* T2, uint8_t** o, uint8_t* const* oend, const uint8_t** p,
+                                       const uint8_t* const* pend, uint64_t* w)
+{
+    const uint8_t *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3];
+    uint8_t *o0 = o[0], *o1 = o[1], *o2 = o[2], *o3 = o[3];
+    uint64_t w0 = w[0], w1 = w[1], w2 = w[2], w3 = w[3];
+    for (;;) {
+        size_t k = (size_t)(oend[0] - o0) / 16;
+        k = LMC_MIN(k, (size_t)(oend[1] - o1) / 16);
+        k = LMC_MIN(k, (size_t)(oend[2] - o2) / 16);
+        k = LMC_MIN(k, (size_t)(oend[3] - o3) / 16);
+        k = LMC_MIN(k, rounds_left(p0, pend[0]));
+        k = LMC_MIN(k, rounds_left(p1, pend[1]));
+        k = LMC_MIN(k, rounds_left(p2, pend[2]));
+        k = LMC_MIN(k, rounds_left(p3, pend[3]));
+        if (k == 0) break;
+        uint8_t* const s0 = o0; uint8_t* const s1 = o1; uint8_t* const s2 = o2; uint8_t* const s3 = o3;
+        for (size_t r = 0; r < k; r++) {
+            HUF_RELOAD(p0, w0); HUF_RELOAD(p1, w1); HUF_RELOAD(p2, w2); HUF_RELOAD(p3, w3);
+            HUF_DEC3(w0, o0); HUF_DEC3(w1, o1); HUF_DEC3(w2, o2); HUF_DEC3(w3, o3);
+            HUF_DEC3(w0, o0); HUF_DEC3(w1, o1); HUF_DEC3(w2, o2); HUF_DEC3(w3, o3);
+            HUF_DEC3(w0, o0); HUF_DEC3(w1, o1); HUF_DEC3(w2, o2); HUF_DEC3(w3, o3);
+            HUF_DEC3(w0, o0); HUF_DEC3(w1, o1); HUF_DEC3(w2, o2); HUF_DEC3(w3, o3);
+            HUF_DEC3(w0, o0); HUF_DEC3(w1, o1); HUF_DEC3(w2, o2); HUF_DEC3(w3, o3);
+        }
+        size_t const least = 5 * k;
+        if ((size_t)(o0 - s0) < least || (size_t)(o1 - s1) < least || (size_t)(o2 - s2) < least || (size_t)(o3 - s3) < least) break;
+    }
+    p[0] = p0; p[1] = p1; p[2] = p2; p[3] = p3;
+    o[0] = o0; o[1] = o1; o[2] = o2; o[3] = o3;
+    w[0] = w0; w[1] = w1; w[2] = w2; w[3] = w3;
+}
+
 /* k rounds of 5 symbols per stream; stream j writes o[j * q ...]. */
 LMC_FORCE_INLINE void huf4_rounds(const uint16_t* T, uint8_t* o, size_t q, size_t k, const uint8_t** p, uint64_t* w)
 {
@@ -162,7 +237,7 @@ LMC_FORCE_INLINE size_t decode_huf_body(lmc_block_dws* ws, uint8_t* dst, size_t 
     size_t const tsz = lmc_huf_read_table(ws->len, LMC_ALPHA_LIT, src, size);
     LMC_FORWARD(tsz);
     LMC_RETURN_IF(lmc_huf_canonical(ws->code, ws->len, LMC_ALPHA_LIT) != 0, CORRUPT);
-    build_lit_table(ws->lit, ws->len, ws->code);
+    unsigned const minlen = build_lit_table(ws->lit, ws->len, ws->code);
     const uint16_t* const T = ws->lit;
     size_t pos = tsz;
     LMC_RETURN_IF(size - pos < 6, TRUNCATED);
@@ -177,6 +252,22 @@ LMC_FORCE_INLINE size_t decode_huf_body(lmc_block_dws* ws, uint8_t* dst, size_t 
 
     const uint8_t* p[4] = { base[0], base[1], base[2], base[3] };
     uint64_t w[4] = { HUF_SENTINEL, HUF_SENTINEL, HUF_SENTINEL, HUF_SENTINEL };
+    if (m >= MULTI_MIN_BLOCK && 2 * minlen <= LMC_HUF_MAXBITS) {
+        /* several symbols a lookup: the 8 KiB table pays for itself on large
+         * blocks whose shortest codes leave room for a second one */
+        build_multi_table(ws->lit2, T);
+        uint8_t* o[4] = { dst, dst + q, dst + 2 * q, dst + 3 * q };
+        uint8_t* const oend[4] = { dst + q, dst + 2 * q, dst + 3 * q, dst + m };
+        const uint8_t* const pend[4] = { base[0] + sz[0], base[1] + sz[1], base[2] + sz[2], base[3] + sz[3] };
+        huf4_multi_rounds(ws->lit2, o, oend, p, pend, w);
+        bitr r[4];
+        for (int j = 0; j < 4; j++) {
+            r[j].base = base[j]; r[j].size = sz[j];
+            br_seek(&r[j], (size_t)(p[j] - base[j]) * 8 + (size_t)__builtin_clzll(w[j]));
+            LMC_FORWARD(decode_tail(T, &r[j], o[j], (size_t)(oend[j] - o[j])));
+        }
+        return 0;
+    }
     for (;;) {
         size_t k = (q - done) / 5;
         for (int j = 0; j < 4; j++) k = LMC_MIN(k, rounds_left(p[j], base[j] + sz[j]));

@@ -9,6 +9,7 @@
 
 typedef struct {
     uint16_t lit[LMC_HUF_TABLE_SIZE];   /* (symbol << 8) | length; length 0 = unassigned */
+    uint32_t lit2[LMC_HUF_TABLE_SIZE];  /* up to three symbols a lookup (block_dec.c, build_multi_table) */
     uint32_t rle[LMC_HUF_TABLE_SIZE];   /* (symbol << 8) | length */
     uint8_t  len[LMC_ALPHA_RLE];
     uint16_t code[LMC_ALPHA_RLE];
