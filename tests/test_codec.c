@@ -772,7 +772,8 @@ static void fill_hist_case(uint8_t* p, size_t m, int kind, uint32_t seed)
 
 /* lmc_histogram and lmc_block_scan count every byte exactly in every CPU
  * mode (AVX-512 counts the most frequent values by compare and popcount),
- * and block_scan's raw decision does not depend on the mode. */
+ * block_scan's raw decision does not depend on the mode, and neither does
+ * lmc_count_runs (32 bytes a step with AVX2). */
 static void test_histogram_paths(void** state)
 {
     (void)state;
@@ -796,6 +797,11 @@ static void test_histogram_paths(void** state)
                 int const raw = lmc_block_scan(h, b, m);
                 if (!raw) assert_memory_equal(h, want, sizeof(want));
                 if (raw0 < 0) raw0 = raw;
+                for (unsigned v = 0; v < 256; v += 51) {
+                    size_t runs = 0;
+                    for (size_t i = 0; i < m; i++) runs += b[i] == v && (i == 0 || b[i - 1] != v);
+                    assert_int_equal(lmc_count_runs(b, m, (uint8_t)v), runs);
+                }
                 assert_int_equal(raw, raw0);
                 assert_int_equal(raw, kind == 2 && m >= 16384);
             }

@@ -12,6 +12,9 @@
 #include "block_enc.h"
 #include "mem.h"
 #include "lmc.h"
+#if LMC_HAS_AVX2_DISPATCH
+#  include <immintrin.h>
+#endif
 
 /* Several count tables: consecutive equal bytes would otherwise chain
  * every increment on the previous one's store. (Eight tables measured
@@ -532,8 +535,29 @@ static size_t rle_tokenize(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8
 }
 
 /* Number of maximal runs of byte b (transitions into b). */
-static size_t count_runs(const uint8_t* src, size_t m, uint8_t b)
+#if LMC_HAS_AVX2_DISPATCH
+/* count_runs, 32 bytes a step: a run starts where a byte is b and the one
+ * before it is not; the masks' bits give both, and popcnt counts them. */
+__attribute__((target("avx2,popcnt"))) static size_t count_runs_avx2(const uint8_t* src, size_t m, uint8_t b)
 {
+    __m256i const k = _mm256_set1_epi8((char)b);
+    size_t runs = 0, i = 0;
+    uint32_t before = 0;   /* bit 0: the byte before this step is b */
+    for (; i + 32 <= m; i += 32) {
+        uint32_t const cur = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256((const __m256i*)(const void*)(src + i)), k));
+        runs += (size_t)__builtin_popcount(cur & ~(cur << 1 | before));
+        before = cur >> 31;
+    }
+    for (; i < m; i++) runs += (src[i] == b) & !(i ? src[i - 1] == b : 0);
+    return runs;
+}
+#endif
+
+size_t lmc_count_runs(const uint8_t* src, size_t m, uint8_t b)
+{
+#if LMC_HAS_AVX2_DISPATCH
+    if (lmc_cpu_has_avx2()) return count_runs_avx2(src, m, b);
+#endif
     size_t runs = src[0] == b, i = 1;
 #if defined(__SSE2__)
     __m128i const k = _mm_set1_epi8((char)b);
@@ -856,7 +880,7 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
      * by 4 %. */
     int try_rle = 0;
     if (rle_cand) {
-        size_t const runs = count_runs(src, m, (uint8_t)top);
+        size_t const runs = lmc_count_runs(src, m, (uint8_t)top);
         double const est = rle_estimate_bits(hist, top, m, runs);
         double const huf_bits = huf_size == (size_t)-1 ? 8.0 * m : 8.0 * (double)huf_size;
         try_rle = est < 0.96 * huf_bits;

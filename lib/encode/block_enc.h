@@ -34,6 +34,10 @@ int lmc_block_looks_raw(const uint8_t* src, size_t m);
  * pass over the block: returns 1 (hist undefined) or 0 (hist filled). */
 int lmc_block_scan(uint32_t hist[256], const uint8_t* src, size_t m);
 
+/* How many runs of byte b (maximal, length >= 1) src[0..m) holds, m >= 1:
+ * what the RLE estimate needs. */
+size_t lmc_count_runs(const uint8_t* src, size_t m, uint8_t b);
+
 /* Histogram of m bytes with several count tables (breaks store-to-load chains). */
 void lmc_histogram(uint32_t hist[256], const uint8_t* src, size_t m);
 
