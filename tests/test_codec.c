@@ -13,6 +13,8 @@
 #include "block_dec.h"
 #include "mem.h"
 #include "hash.h"
+#include "group.h"
+#include "ungroup.h"
 
 typedef struct { lmc_block_ws* enc; lmc_block_dws* dec; uint8_t* buf; uint8_t* out; } codec_state;
 
@@ -710,6 +712,44 @@ static void test_names(void** state)
  * every loop, one-shot and streamed in uneven slices, must give the hash
  * that XXH3 compiled here (baseline) gives, or frames would not decode on
  * another machine. */
+/* lmc_group and lmc_ungroup are inverses in every CPU mode, for each width,
+ * with and without a reference, rotated or not, at sizes around the vector
+ * steps; and every mode groups into the same streams. */
+static void test_group_paths(void** state)
+{
+    (void)state;
+    static const unsigned modes[] = { ~0u, LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2, 0 };
+    static const size_t counts[] = { 1, 15, 16, 31, 32, 33, 64 + 7, 1000, 4099 };
+    static const unsigned widths[] = { 1, 2, 4, 8 };
+    size_t const maxb = 8 * 4099;
+    uint8_t* const src = (uint8_t*)tu_xmalloc(maxb);
+    uint8_t* const ref = (uint8_t*)tu_xmalloc(maxb);
+    uint8_t* const g = (uint8_t*)tu_xmalloc(maxb);
+    uint8_t* const g0 = (uint8_t*)tu_xmalloc(maxb);
+    uint8_t* const back = (uint8_t*)tu_xmalloc(maxb);
+    tu_fill_random(src, maxb, 5);
+    tu_fill_random(ref, maxb, 6);
+    for (size_t wi = 0; wi < 4; wi++)
+        for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+            for (int variant = 0; variant < 4; variant++) {
+                unsigned const w = widths[wi];
+                size_t const n = counts[ci], bytes = n * w;
+                const uint8_t* const r = variant & 1 ? ref : NULL;
+                int const rot = (variant & 2) != 0;
+                for (size_t md = 0; md < sizeof(modes) / sizeof(modes[0]); md++) {
+                    lmc_cpu_restrict(modes[md]);
+                    lmc_group(g, src, r, n, w, rot);
+                    if (md == 0) memcpy(g0, g, bytes);
+                    else assert_memory_equal(g, g0, bytes);
+                    memset(back, 0xCD, bytes);
+                    lmc_ungroup(back, g, r, n, w, rot);
+                    assert_memory_equal(back, src, bytes);
+                }
+            }
+    lmc_cpu_restrict(~0u);
+    free(src); free(ref); free(g); free(g0); free(back);
+}
+
 /* A HUF block by hand: symbols 0 and 1 with codes "0" and "10" (an
  * incomplete code: "11" is unassigned), four streams of n bytes each, all
  * bytes `fill` except stream 2's byte `bad_at` (if < n), set to 0xFF. */
@@ -862,6 +902,7 @@ int main(void)
         cmocka_unit_test(test_hash_cpu_paths),
         cmocka_unit_test(test_histogram_paths),
         cmocka_unit_test(test_huf_multi_unassigned),
+        cmocka_unit_test(test_group_paths),
     };
     return cmocka_run_group_tests_name("codec", tests, setup, teardown);
 }
