@@ -150,24 +150,39 @@ static size_t rounds_left(const uint8_t* p, const uint8_t* end)
  * lie wholly within the window: bits 0-5 the bits they take, 6-7 how many
  * (0 for an unassigned code), 8-31 the symbols. A stream's lookups wait on
  * each other (mask, load, shift: about 7 cycles), and an exponent stream's
- * codes are short (2-3 bits on average), so most lookups decode three. */
-static void build_multi_table(uint32_t* T2, const uint16_t* T)
+ * codes are short (2-3 bits on average), so most lookups decode three.
+ * Built symbol by symbol: the windows that start with the code of s (length
+ * l) are code(s) + j 2^l for every j of 11 - l bits, and what follows s
+ * there depends only on j and l: tails[2^b + j] holds the codes that fit in
+ * the b bits of j (b = 11 - l), computed once per length present. */
+static void build_multi_table(uint32_t* T2, const uint16_t* T, const uint8_t* len, const uint16_t* code)
 {
-    for (unsigned i = 0; i < LMC_HUF_TABLE_SIZE; i++) {
-        unsigned const e1 = T[i], l1 = e1 & 0xFF;
-        uint32_t e = 0;
-        if (l1) {
-            /* i >> l1 holds the window's LMC_HUF_MAXBITS - l1 bits after the first code */
-            unsigned const e2 = T[i >> l1], l2 = e2 & 0xFF;
-            e = (1u << 6) | ((e1 >> 8) << 8) | l1;
-            if (l2 && l1 + l2 <= LMC_HUF_MAXBITS) {
-                unsigned const e3 = T[i >> (l1 + l2)], l3 = e3 & 0xFF;
-                e = (2u << 6) | ((e2 >> 8) << 16) | ((e1 >> 8) << 8) | (l1 + l2);
-                if (l3 && l1 + l2 + l3 <= LMC_HUF_MAXBITS)
-                    e = (3u << 6) | ((e3 >> 8) << 24) | ((e2 >> 8) << 16) | ((e1 >> 8) << 8) | (l1 + l2 + l3);
+    uint32_t tails[LMC_HUF_TABLE_SIZE];
+    unsigned need = 0;
+    for (unsigned s = 0; s < LMC_ALPHA_LIT; s++)
+        if (len[s]) need |= 1u << (LMC_HUF_MAXBITS - len[s]);
+    for (unsigned b = 0; b < LMC_HUF_MAXBITS; b++) {
+        if (!(need >> b & 1)) continue;
+        uint32_t* const R = tails + ((size_t)1 << b);
+        for (unsigned j = 0; j < 1u << b; j++) {
+            unsigned const e2 = T[j], l2 = e2 & 0xFF;
+            uint32_t r = 0;
+            if (l2 && l2 <= b) {
+                unsigned const e3 = T[j >> l2], l3 = e3 & 0xFF;
+                r = (1u << 6) | ((e2 >> 8) << 16) | l2;
+                if (l3 && l2 + l3 <= b) r = (2u << 6) | ((e3 >> 8) << 24) | ((e2 >> 8) << 16) | (l2 + l3);
             }
+            R[j] = r;
         }
-        T2[i] = e;
+    }
+    memset(T2, 0, LMC_HUF_TABLE_SIZE * sizeof(*T2));   /* windows no code starts: unassigned */
+    for (unsigned s = 0; s < LMC_ALPHA_LIT; s++) {
+        unsigned const l = len[s];
+        if (!l) continue;
+        unsigned const b = LMC_HUF_MAXBITS - l;
+        const uint32_t* const R = tails + ((size_t)1 << b);
+        uint32_t const head = (1u << 6) | (s << 8) | l;   /* no carries: lengths <= 11, counts <= 3 */
+        for (unsigned j = 0; j < 1u << b; j++) T2[code[s] + (j << l)] = head + R[j];
     }
 }
 
@@ -255,7 +270,7 @@ LMC_FORCE_INLINE size_t decode_huf_body(lmc_block_dws* ws, uint8_t* dst, size_t 
     if (m >= MULTI_MIN_BLOCK && 2 * minlen <= LMC_HUF_MAXBITS) {
         /* several symbols a lookup: the 8 KiB table pays for itself on large
          * blocks whose shortest codes leave room for a second one */
-        build_multi_table(ws->lit2, T);
+        build_multi_table(ws->lit2, T, ws->len, ws->code);
         uint8_t* o[4] = { dst, dst + q, dst + 2 * q, dst + 3 * q };
         uint8_t* const oend[4] = { dst + q, dst + 2 * q, dst + 3 * q, dst + m };
         const uint8_t* const pend[4] = { base[0] + sz[0], base[1] + sz[1], base[2] + sz[2], base[3] + sz[3] };

@@ -111,7 +111,6 @@ static int skew_guess(const uint8_t* src, size_t m)
 #endif
 
 #if LMC_HAS_AVX512_DISPATCH
-#include <immintrin.h>
 enum { NCAND = 12 };
 
 /* The NCAND most frequent byte values of a sample histogram h (n bytes), as
@@ -534,9 +533,8 @@ static size_t rle_tokenize(lmc_block_ws* ws, const uint8_t* src, size_t m, uint8
     return t;
 }
 
-/* Number of maximal runs of byte b (transitions into b). */
 #if LMC_HAS_AVX2_DISPATCH
-/* count_runs, 32 bytes a step: a run starts where a byte is b and the one
+/* lmc_count_runs, 32 bytes a step: a run starts where a byte is b and the one
  * before it is not; the masks' bits give both, and popcnt counts them. */
 __attribute__((target("avx2,popcnt"))) static size_t count_runs_avx2(const uint8_t* src, size_t m, uint8_t b)
 {
