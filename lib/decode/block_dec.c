@@ -194,9 +194,9 @@ static void build_multi_table(uint32_t* T2, const uint16_t* T, const uint8_t* le
 /* Rounds of 5 lookups per stream (at most 55 bits: a reload's 56 suffice),
  * each stream with its own output pointer, while every stream has room for
  * 16 more bytes a round (15 symbols and the store past them) and input for
- * the reloads. Stops early (leaving
- * the rest to the checked tail) if a stream decodes fewer than 5 symbols a
- * round: it met an unassigned code. */
+ * the reloads. Stops early, leaving the rest to the checked tail, if a
+ * stream decodes fewer than 5 symbols a round: it met an unassigned code,
+ * which decodes nothing and would otherwise hold it in place for ever. */
 LMC_FORCE_INLINE void huf4_multi_rounds(const uint32_t* T2, uint8_t** o, uint8_t* const* oend, const uint8_t** p,
                                        const uint8_t* const* pend, uint64_t* w)
 {
