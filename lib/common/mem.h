@@ -15,6 +15,20 @@
 #  define LMC_FORCE_INLINE static inline
 #endif
 
+/* Passes that stream through memory doing little with each byte (grouping,
+ * the REFCTX analysis, bf16 values, ungrouping) wait on it on the VMs
+ * measured, whose hardware prefetchers do not run far enough ahead: they
+ * prefetch this many bytes ahead, to read (R) or to write (W). Measured in
+ * README, "What changed in the morning session (2026-12-02)". */
+#define LMC_PREFETCH_AHEAD 1024
+#if defined(__GNUC__)
+#  define LMC_PREFETCH_R(p) __builtin_prefetch((const char*)(p) + LMC_PREFETCH_AHEAD)
+#  define LMC_PREFETCH_W(p) __builtin_prefetch((char*)(p) + LMC_PREFETCH_AHEAD, 1)
+#else
+#  define LMC_PREFETCH_R(p) ((void)0)
+#  define LMC_PREFETCH_W(p) ((void)0)
+#endif
+
 /* The format is little-endian; memcpy keeps unaligned access defined and compiles to one move. */
 #if defined(__BYTE_ORDER__) && (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
 #  define LMC_BIG_ENDIAN 1

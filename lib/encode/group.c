@@ -85,7 +85,7 @@ static size_t group4_sse2(uint8_t* d0, uint8_t* d1, uint8_t* d2, uint8_t* d3, co
 #endif
 
 #if LMC_HAS_AVX2_DISPATCH
-/* Both AVX2 loops prefetch their input 1 KiB ahead: the first pass over a
+/* Both AVX2 loops prefetch their input (LMC_PREFETCH_R): the first pass over a
  * file's bytes waits on memory on the VMs measured (keyframe compression,
  * alternated pairs in both orders: bf16 about +3 %, Adam moments no worse). */
 /* 32 values per step: pshufb gathers each 128-bit lane's low bytes into its
@@ -97,8 +97,8 @@ LMC_TARGET_AVX2 static size_t group2_avx2(uint8_t* d0, uint8_t* d1, const uint8_
                                            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
-        __builtin_prefetch(src + 2 * i + 1024);
-        if (ref) __builtin_prefetch(ref + 2 * i + 1024);
+        LMC_PREFETCH_R(src + 2 * i);
+        if (ref) LMC_PREFETCH_R(ref + 2 * i);
         __m256i a = _mm256_loadu_si256((const __m256i*)(src + 2 * i));
         __m256i b = _mm256_loadu_si256((const __m256i*)(src + 2 * i + 32));
         if (ref) {
@@ -130,9 +130,9 @@ LMC_TARGET_AVX2 static size_t group4_avx2(uint8_t* d0, uint8_t* d1, uint8_t* d2,
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
         __m256i v[4];
-        __builtin_prefetch(src + 4 * i + 1024);
-        __builtin_prefetch(src + 4 * i + 1088);
-        if (ref) { __builtin_prefetch(ref + 4 * i + 1024); __builtin_prefetch(ref + 4 * i + 1088); }
+        LMC_PREFETCH_R(src + 4 * i);
+        LMC_PREFETCH_R(src + 4 * i + 64);
+        if (ref) { LMC_PREFETCH_R(ref + 4 * i); LMC_PREFETCH_R(ref + 4 * i + 64); }
         for (int k = 0; k < 4; k++) {
             v[k] = _mm256_loadu_si256((const __m256i*)(src + 4 * i + 32 * k));
             if (ref) v[k] = _mm256_xor_si256(v[k], _mm256_loadu_si256((const __m256i*)(ref + 4 * i + 32 * k)));
