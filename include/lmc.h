@@ -162,8 +162,11 @@ LMC_API size_t lmc_cctx_set_param(lmc_cctx* cctx, lmc_cparam p, long long value)
 
 /* Makes the next frames deltas against `ref`; NULL clears it (a non-NULL
  * pointer with size 0 is an empty reference). The buffer is
- * borrowed. Its hash is computed here (one pass) unless lmc_cctx_set_ref_hashed
- * is used with a hash the caller already knows (e.g. from a previous frame). */
+ * borrowed. Its hash is computed by the first frame that uses it
+ * (lmc_compress hashes it a slice at a time between its chunk jobs, on
+ * whichever threads are free; a stream before it writes the frame header),
+ * unless lmc_cctx_set_ref_hashed gives a hash the caller already knows
+ * (e.g. from a previous frame). */
 LMC_API size_t lmc_cctx_set_ref(lmc_cctx* cctx, const void* ref, size_t refSize);
 LMC_API size_t lmc_cctx_set_ref_hashed(lmc_cctx* cctx, const void* ref, size_t refSize, uint64_t refHash);
 
@@ -226,7 +229,12 @@ typedef enum {
 LMC_API size_t lmc_dctx_set_param(lmc_dctx* dctx, lmc_dparam p, long long value);
 
 /* The reference for delta frames (borrowed). Checked against the frame's
- * recorded size and hash before any output is produced. */
+ * recorded size and hash before any output is produced: streaming
+ * decompression checks both before it decodes; lmc_decompress checks the
+ * size first and, for a reference given without its hash, hashes it while
+ * the chunks decode (a slice at a time between chunk jobs) and returns
+ * LMC_ERR_REF_WRONG instead of the content size if it differs (dst then
+ * holds no meaning). The hash, once computed, is kept for later frames. */
 LMC_API size_t lmc_dctx_set_ref(lmc_dctx* dctx, const void* ref, size_t refSize);
 LMC_API size_t lmc_dctx_set_ref_hashed(lmc_dctx* dctx, const void* ref, size_t refSize, uint64_t refHash);
 

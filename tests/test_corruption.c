@@ -478,33 +478,67 @@ static void test_wrong_reference(void** state)
         size_t n4;
         uint8_t* const r400 = read_traj("step-000400", S->file, &n4);
         assert_int_equal(n4, S->n);   /* same size: only the hash tells them apart */
+        /* out: streaming, which checks the reference before it decodes and
+         * so writes nothing; one: lmc_decompress, which (given a reference
+         * without its hash) hashes it while it decodes and may have written
+         * into its buffer when it refuses */
         uint8_t* const out = (uint8_t*)tu_xmalloc(S->n);
+        uint8_t* const one = (uint8_t*)tu_xmalloc(S->n);
         memset(out, 0xA5, S->n);
+        memset(one, 0xA5, S->n);
         lmc_dctx* const d = lmc_dctx_create();
-        /* none */
-        assert_int_equal(lmc_get_error(lmc_decompress(d, out, S->n, S->frame, S->s)), LMC_ERR_REF_REQUIRED);
+        /* none: refused before anything is decoded */
+        assert_int_equal(lmc_get_error(lmc_decompress(d, one, S->n, S->frame, S->s)), LMC_ERR_REF_REQUIRED);
         stream_expect(d, S, out, LMC_ERR_REF_REQUIRED);
-        /* step 400 instead of 300 */
+        /* step 300 minus its last byte: refused on its size, before anything is decoded */
+        assert_int_equal(lmc_dctx_set_ref(d, S->ref, S->n - 1), 0);
+        assert_int_equal(lmc_get_error(lmc_decompress(d, one, S->n, S->frame, S->s)), LMC_ERR_REF_WRONG);
+        stream_expect(d, S, out, LMC_ERR_REF_WRONG);
+        for (size_t i = 0; i < S->n; i++) if (one[i] != 0xA5) fail_msg("%s: output written at %zu", S->name, i);
+        /* step 400 instead of 300, one-shot with and without the hash given, and streaming */
         assert_int_equal(lmc_dctx_set_ref(d, r400, n4), 0);
-        assert_int_equal(lmc_get_error(lmc_decompress(d, out, S->n, S->frame, S->s)), LMC_ERR_REF_WRONG);
+        assert_int_equal(lmc_get_error(lmc_decompress(d, one, S->n, S->frame, S->s)), LMC_ERR_REF_WRONG);
+        assert_int_equal(lmc_get_error(lmc_decompress(d, one, S->n, S->frame, S->s)), LMC_ERR_REF_WRONG);   /* hash now kept */
+        assert_int_equal(lmc_dctx_set_ref_hashed(d, r400, n4, lmc_hash64(r400, n4)), 0);
+        memset(one, 0xA5, S->n);
+        assert_int_equal(lmc_get_error(lmc_decompress(d, one, S->n, S->frame, S->s)), LMC_ERR_REF_WRONG);
+        for (size_t i = 0; i < S->n; i++) if (one[i] != 0xA5) fail_msg("%s: output written at %zu (hash given)", S->name, i);
+        assert_int_equal(lmc_dctx_set_ref(d, r400, n4), 0);
         stream_expect(d, S, out, LMC_ERR_REF_WRONG);
         /* the step-350 file itself (the content) as its own reference */
         assert_int_equal(lmc_dctx_set_ref(d, S->src, S->n), 0);
-        assert_int_equal(lmc_get_error(lmc_decompress(d, out, S->n, S->frame, S->s)), LMC_ERR_REF_WRONG);
-        /* step 300 minus its last byte */
-        assert_int_equal(lmc_dctx_set_ref(d, S->ref, S->n - 1), 0);
-        assert_int_equal(lmc_get_error(lmc_decompress(d, out, S->n, S->frame, S->s)), LMC_ERR_REF_WRONG);
+        assert_int_equal(lmc_get_error(lmc_decompress(d, one, S->n, S->frame, S->s)), LMC_ERR_REF_WRONG);
+        assert_int_equal(lmc_dctx_set_ref(d, S->src, S->n), 0);
         stream_expect(d, S, out, LMC_ERR_REF_WRONG);
-        /* nothing was written */
+        /* streaming wrote nothing */
         for (size_t i = 0; i < S->n; i++) if (out[i] != 0xA5) fail_msg("%s: output written at %zu", S->name, i);
-        /* the right one */
+        /* the right one, with 1 and 2 threads (the hash then runs between the jobs of two threads) */
         assert_int_equal(lmc_dctx_set_ref(d, S->ref, S->n), 0);
-        assert_int_equal(lmc_decompress(d, out, S->n, S->frame, S->s), S->n);
+        memset(one, 0, S->n);
+        assert_int_equal(lmc_decompress(d, one, S->n, S->frame, S->s), S->n);
+        assert_memory_equal(one, S->src, S->n);
+        assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, 2), 0);
+        assert_int_equal(lmc_dctx_set_ref(d, S->ref, S->n), 0);
+        memset(one, 0, S->n);
+        assert_int_equal(lmc_decompress(d, one, S->n, S->frame, S->s), S->n);
+        assert_memory_equal(one, S->src, S->n);
+        assert_int_equal(lmc_dctx_set_ref(d, r400, n4), 0);
+        assert_int_equal(lmc_get_error(lmc_decompress(d, one, S->n, S->frame, S->s)), LMC_ERR_REF_WRONG);
+        /* streaming, the right one */
+        assert_int_equal(lmc_dctx_set_ref(d, S->ref, S->n), 0);
+        lmc_dctx_reset(d);
+        lmc_inbuf in = { S->frame, S->s, 0 };
+        lmc_outbuf o = { out, S->n, 0 };
+        size_t r;
+        unsigned guard = 0;
+        do { r = lmc_decompress_stream(d, &o, &in); assert_false(lmc_is_error(r)); } while (r != 0 && ++guard < 1000);
+        assert_int_equal(r, 0);
+        assert_int_equal(o.pos, S->n);
         assert_memory_equal(out, S->src, S->n);
         tried += 5;
         print_message("%s: no reference -> ref_required, step-000400 / step-000350 / short step-000300 -> ref_wrong\n", S->name);
         lmc_dctx_free(d);
-        free(out); free(r400);
+        free(out); free(one); free(r400);
     }
     assert_true(tried > 0);
 }

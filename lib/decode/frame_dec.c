@@ -9,6 +9,7 @@
 #include "error.h"
 #include "frame.h"
 #include "hash.h"
+#include "refhash.h"
 #include "mem.h"
 #include "pool.h"
 #include "chunk_dec.h"
@@ -73,6 +74,8 @@ struct lmc_dctx_s {
     size_t   ref_size;
     uint64_t ref_hash;
     int      has_ref, ref_hash_known;
+    lmc_refhash rh;            /* lmc_decompress: the reference's hash, between chunk jobs */
+    int      rh_on;
     lmc_pool* pool;
     lmc_chunk_dws** wss;       /* one workspace per thread */
     unsigned nwss;
@@ -104,6 +107,7 @@ lmc_dctx* lmc_dctx_create(void)
     if (!d) return NULL;
     d->threads = 1;
     d->max_chunk_log = LMC_CHUNK_LOG_MAX;
+    lmc_refhash_init(&d->rh);
     return d;
 }
 
@@ -132,6 +136,7 @@ void lmc_dctx_free(lmc_dctx* d)
     free(d->seek);
     if (d->hstate) XXH3_freeState(d->hstate);
     if (d->seekstate) XXH3_freeState(d->seekstate);
+    lmc_refhash_destroy(&d->rh);
     free(d);
 }
 
@@ -167,12 +172,15 @@ size_t lmc_dctx_set_ref(lmc_dctx* d, const void* ref, size_t size)
     return 0;
 }
 
-/* A delta frame is only decoded against the exact reference it was made from. */
-static size_t check_ref(lmc_dctx* d, const lmc_frame_header* h)
+/* A delta frame is only decoded against the exact reference it was made
+ * from. defer: a reference whose hash is not known yet is only checked for
+ * size here (lmc_decompress hashes it while it decodes, then checks). */
+static size_t check_ref(lmc_dctx* d, const lmc_frame_header* h, int defer)
 {
     if (!h->has_ref) return 0;
     LMC_RETURN_IF(!d->has_ref, REF_REQUIRED);
     LMC_RETURN_IF(d->ref_size != h->ref_size, REF_WRONG);
+    if (!d->ref_hash_known && defer) return 0;
     if (!d->ref_hash_known) { d->ref_hash = lmc_h64(d->ref, d->ref_size); d->ref_hash_known = 1; }
     LMC_RETURN_IF(d->ref_hash != h->ref_hash, REF_WRONG);
     return 0;
@@ -334,7 +342,13 @@ static int od_prepare(void* arg, size_t i, unsigned slot)
     return 0;
 }
 
-static void od_job(void* arg, size_t i, unsigned slot) { (void)i; run_djob(((oneshot_dec*)arg)->d, slot); }
+static void od_job(void* arg, size_t i, unsigned slot)
+{
+    lmc_dctx* const d = ((oneshot_dec*)arg)->d;
+    (void)i;
+    run_djob(d, slot);
+    if (d->rh_on) lmc_refhash_step(&d->rh, d->jobs[slot].content_size);
+}
 
 static int od_commit(void* arg, size_t i, unsigned slot)
 {
@@ -371,15 +385,10 @@ static size_t begin_dframe(lmc_dctx* d)
     return 0;
 }
 
-size_t lmc_decompress(lmc_dctx* d, void* dstv, size_t cap, const void* srcv, size_t n)
+/* lmc_decompress after the header and the reference's size: the chunks
+ * (hashing the reference between them when d->rh_on), then the trailer. */
+static size_t decompress_chunks(lmc_dctx* d, uint8_t* dst, size_t cap, const uint8_t* s, size_t n)
 {
-    LMC_RETURN_IF(!d || (!dstv && cap) || (!srcv && n), PARAM);
-    const uint8_t* const s = (const uint8_t*)srcv;
-    uint8_t* const dst = (uint8_t*)dstv;
-    d->stage = DS_IDLE;
-    LMC_FORWARD(begin_dframe(d));
-    LMC_FORWARD(lmc_get_frame_header(&d->hdr, s, n));
-    LMC_FORWARD(check_ref(d, &d->hdr));
     LMC_RETURN_IF(d->hdr.content_size_known && d->hdr.content_size > cap, DST_TOO_SMALL);
     LMC_FORWARD(ensure_djobs(d, d->hdr.chunk_log, 0));
     oneshot_dec x = { d, s, n, LMC_HDR_SIZE, dst, cap, 0, 0 };
@@ -390,6 +399,34 @@ size_t lmc_decompress(lmc_dctx* d, void* dstv, size_t cap, const void* srcv, siz
     pos += d->seek_len + LMC_FOOTER_SIZE;
     LMC_RETURN_IF(pos != n, TRAILING);
     return out;
+}
+
+/* A reference given without its hash is hashed while the chunks decode
+ * (refhash.h) instead of before: dst is only the caller's once this
+ * returns the content size, so the check may come last. It still decides
+ * the error: decoded against another reference, a frame fails its
+ * checksums, and that is reported as LMC_ERR_REF_WRONG. */
+size_t lmc_decompress(lmc_dctx* d, void* dstv, size_t cap, const void* srcv, size_t n)
+{
+    LMC_RETURN_IF(!d || (!dstv && cap) || (!srcv && n), PARAM);
+    const uint8_t* const s = (const uint8_t*)srcv;
+    d->stage = DS_IDLE;
+    LMC_FORWARD(begin_dframe(d));
+    LMC_FORWARD(lmc_get_frame_header(&d->hdr, s, n));
+    LMC_FORWARD(check_ref(d, &d->hdr, 1));
+    d->rh_on = d->hdr.has_ref && !d->ref_hash_known;
+    if (d->rh_on && LMC_IS_ERR(lmc_refhash_begin(&d->rh, d->ref, d->ref_size))) {
+        d->rh_on = 0;
+        return LMC_ERR(MEMORY);
+    }
+    size_t const r = decompress_chunks(d, (uint8_t*)dstv, cap, s, n);
+    if (d->rh_on) {
+        d->rh_on = 0;
+        d->ref_hash = lmc_refhash_finish(&d->rh);
+        d->ref_hash_known = 1;
+        LMC_RETURN_IF(d->ref_hash != d->hdr.ref_hash, REF_WRONG);
+    }
+    return r;
 }
 
 /*-*** streaming ***-*/
@@ -489,7 +526,7 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
                 return LMC_HDR_SIZE - d->hhave;
             }
             LMC_FORWARD(lmc_get_frame_header(&d->hdr, d->hbuf, LMC_HDR_SIZE));
-            LMC_FORWARD(check_ref(d, &d->hdr));
+            LMC_FORWARD(check_ref(d, &d->hdr, 0));
             LMC_FORWARD(ensure_djobs(d, d->hdr.chunk_log, 1));
             for (unsigned i = 0; i < d->njobs; i++) { d->jobs[i].head_have = 0; d->jobs[i].have = 0; }
             d->stage = DS_CHUNKS;

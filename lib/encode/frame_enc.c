@@ -13,6 +13,7 @@
 #include "hash.h"
 #include "mem.h"
 #include "pool.h"
+#include "refhash.h"
 #include "chunk_enc.h"
 #include "segments.h"
 
@@ -42,7 +43,9 @@ struct lmc_cctx_s {
     const uint8_t* ref;
     size_t     ref_size;
     uint64_t   ref_hash;
-    int        has_ref;
+    int        has_ref, ref_hash_known;
+    lmc_refhash rh;           /* lmc_compress: the reference's hash, between chunk jobs */
+    int        rh_on;
     /* resources, sized for (threads, chunk_log) */
     lmc_pool*  pool;
     lmc_chunk_ws** wss;       /* one workspace per thread */
@@ -85,6 +88,7 @@ lmc_cctx* lmc_cctx_create(void)
     c->chunk_log = LMC_CHUNK_LOG_DEFAULT;
     c->coders = 0xFFu;
     c->pledged = -1;
+    lmc_refhash_init(&c->rh);
     return c;
 }
 
@@ -113,6 +117,7 @@ void lmc_cctx_free(lmc_cctx* c)
     lmc_segs_free(&c->segs);
     free(c->inbuf); free(c->seek); free(c->oq);
     if (c->hstate) XXH3_freeState(c->hstate);
+    lmc_refhash_destroy(&c->rh);
     free(c);
 }
 
@@ -151,12 +156,17 @@ size_t lmc_cctx_set_ref_hashed(lmc_cctx* c, const void* ref, size_t size, uint64
     LMC_RETURN_IF(c->stage != ST_IDLE, STAGE);
     c->ref = (const uint8_t*)ref; c->ref_size = size; c->ref_hash = hash;
     c->has_ref = ref != NULL;
+    c->ref_hash_known = 1;
     return 0;
 }
 
+/* The hash is computed by the first frame that needs it: lmc_compress
+ * between its chunk jobs (refhash.h), a stream before its header. */
 size_t lmc_cctx_set_ref(lmc_cctx* c, const void* ref, size_t size)
 {
-    return lmc_cctx_set_ref_hashed(c, ref, size, ref ? lmc_h64(ref, size) : 0);
+    size_t const r = lmc_cctx_set_ref_hashed(c, ref, size, 0);
+    if (!LMC_IS_ERR(r)) c->ref_hash_known = !ref;
+    return r;
 }
 
 size_t lmc_cctx_last_stats(const lmc_cctx* c, lmc_frame_stats* st)
@@ -415,7 +425,13 @@ static int os_prepare(void* arg, size_t i, unsigned slot)
     return 0;
 }
 
-static void os_job(void* arg, size_t i, unsigned slot) { (void)i; run_job(((oneshot_enc*)arg)->c, slot); }
+static void os_job(void* arg, size_t i, unsigned slot)
+{
+    lmc_cctx* const c = ((oneshot_enc*)arg)->c;
+    (void)i;
+    run_job(c, slot);
+    if (c->rh_on) lmc_refhash_step(&c->rh, c->jobs[slot].size);
+}
 
 static int os_commit(void* arg, size_t i, unsigned slot)
 {
@@ -441,9 +457,22 @@ size_t lmc_compress(lmc_cctx* c, void* dst, size_t cap, const void* srcv, size_t
     LMC_FORWARD(lmc_segs_build(&c->segs, c->fmt, c->dtype, src, n, n, c->has_ref ? c->ref : NULL, c->has_ref ? c->ref_size : 0));
     uint8_t* const d = (uint8_t*)dst;
     LMC_RETURN_IF(cap < LMC_HDR_SIZE, DST_TOO_SMALL);
+    /* a reference's unknown hash: the header is written again at the end */
+    c->rh_on = c->has_ref && !c->ref_hash_known;
+    if (c->rh_on && LMC_IS_ERR(lmc_refhash_begin(&c->rh, c->ref, c->ref_size))) {
+        c->rh_on = 0;
+        return LMC_ERR(MEMORY);
+    }
     write_header(c, d, 1, n);
     oneshot_enc x = { c, src, n, 0, d, cap, LMC_HDR_SIZE, 0 };
-    if (lmc_pool_pipeline(c->pool, c->njobs, os_prepare, os_job, os_commit, &x) != 0) return x.err;
+    int const failed = lmc_pool_pipeline(c->pool, c->njobs, os_prepare, os_job, os_commit, &x) != 0;
+    if (c->rh_on) {
+        c->rh_on = 0;
+        c->ref_hash = lmc_refhash_finish(&c->rh);
+        c->ref_hash_known = 1;
+        write_header(c, d, 1, n);
+    }
+    if (failed) return x.err;
     size_t op = x.op;
     LMC_RETURN_IF(cap - op < trailer_size(c), DST_TOO_SMALL);
     write_trailer(c, d + op, n);
@@ -668,6 +697,7 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
             LMC_FORWARD(lmc_segs_build(&c->segs, c->fmt, c->dtype, head, have, fsz,
                                        c->has_ref ? c->ref : NULL, c->has_ref ? c->ref_size : 0));
             LMC_FORWARD(oq_reserve(c, LMC_HDR_SIZE));
+            if (c->has_ref && !c->ref_hash_known) { c->ref_hash = lmc_h64(c->ref, c->ref_size); c->ref_hash_known = 1; }
             write_header(c, c->hdr, c->pledged >= 0, c->pledged >= 0 ? (uint64_t)c->pledged : 0);
             memcpy(c->oq + c->oq_len, c->hdr, LMC_HDR_SIZE);
             c->oq_len += LMC_HDR_SIZE;
