@@ -154,7 +154,11 @@ typedef enum {
     LMC_P_CHUNK_LOG    = 4, /* log2 of the nominal chunk size, 20..26; default 20 (1 MiB) */
     LMC_P_LAYOUT       = 5, /* 0 auto (default; float deltas may use REFCTX), 1 force byte-grouped, 2 force sign-rotated */
     LMC_P_CONTENT_SIZE = 6, /* streaming: pledged total input size, or -1 (default) if unknown */
-    LMC_P_CODERS       = 7  /* bit mask of allowed block coders (1<<coder id); default all. Testing aid. */
+    LMC_P_CODERS       = 7, /* bit mask of allowed block coders (1<<coder id); default all. Testing aid. */
+    LMC_P_REF_HASH_LAST = 8 /* streaming, 0 (default) or 1: a reference set without its hash is hashed
+                               between chunk jobs instead of before the header, which then carries 0 as
+                               the reference hash; the caller writes the hash (lmc_cctx_last_stats:
+                               header.ref_hash) and the header checksum over it when the frame is done */
 } lmc_cparam;
 
 /* Sets a parameter. Takes effect at the next frame. Returns 0 or an error. */
@@ -224,7 +228,11 @@ LMC_API void      lmc_dctx_free(lmc_dctx* dctx);
 
 typedef enum {
     LMC_D_THREADS = 1,   /* worker threads, >= 1; default 1 */
-    LMC_D_MAX_CHUNK_LOG = 2 /* refuse frames whose chunks exceed 2^value bytes; default 26 */
+    LMC_D_MAX_CHUNK_LOG = 2, /* refuse frames whose chunks exceed 2^value bytes; default 26 */
+    LMC_D_REF_CHECK_LAST = 3 /* streaming, 0 (default) or 1: a reference set without its hash is checked
+                                for size at the header, and hashed between chunk jobs and checked when
+                                the frame ends (LMC_ERR_REF_WRONG then, not 0): output given out before
+                                is unverified, and the caller keeps it private until 0 */
 } lmc_dparam;
 LMC_API size_t lmc_dctx_set_param(lmc_dctx* dctx, lmc_dparam p, long long value);
 

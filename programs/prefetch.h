@@ -17,7 +17,9 @@
  * pages behind, see map_release and ref_release in lmc.c).
  *
  * The reference's hash (the frame's proof of which reference a delta was
- * made against) needs every byte of it once. The thread hashes the pages it
+ * made against) needs every byte of it once. With a core to spare (lmc.c,
+ * load_ref; otherwise the library's coding threads hash it between their
+ * chunk jobs) the thread hashes the pages it
  * has just mapped in for the coder, while they are still mapped, and reads
  * (pread) only what the coder does not pass in order: the part behind the
  * coder's position that it skipped, and, once the result is asked for,

@@ -519,6 +519,80 @@ static void test_stream_decode_threads(void** state)
     lmc_cctx_free(cc);
 }
 
+/* LMC_P_REF_HASH_LAST / LMC_D_REF_CHECK_LAST: streams whose reference is
+ * hashed between chunk jobs. Compression: the header carries 0, the frame
+ * is the usual one once the caller writes the hash (from the last stats)
+ * and the header checksum over it. Decompression: the right reference
+ * decodes; a wrong one of the same size (given without its hash) ends in
+ * LMC_ERR_REF_WRONG, not in the checksum error its chunks run into. */
+static void test_ref_hash_last(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)(5u << 20) + 4321;
+    uint8_t *src, *ref;
+    size_t refn;
+    make_case(2, n, REF_EQUAL, 77, &src, &ref, &refn);
+    uint8_t* const other = (uint8_t*)tu_xmalloc(refn);
+    tu_perturb(other, ref, refn, 2, 10, 78);
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0 };
+    size_t const cap = lmc_compress_bound(n);
+    uint8_t* const want = (uint8_t*)tu_xmalloc(cap);
+    uint8_t* const got = (uint8_t*)tu_xmalloc(cap);
+    uint8_t* const out = (uint8_t*)tu_xmalloc(n);
+    for (unsigned t = 1; t <= 2; t++) {
+        lmc_cctx* const ca = make_cctx(&c, t);
+        assert_int_equal(lmc_cctx_set_ref_hashed(ca, ref, refn, lmc_hash64(ref, refn)), 0);
+        size_t const sw = tu_compress_stream(ca, want, cap, src, n, tu_pieces_default, TU_NPIECES);
+        assert_false(lmc_is_error(sw));
+        lmc_cctx* const cb = make_cctx(&c, t);
+        assert_int_equal(lmc_cctx_set_param(cb, LMC_P_REF_HASH_LAST, 1), 0);
+        assert_int_equal(lmc_cctx_set_ref(cb, ref, refn), 0);
+        size_t const sg = tu_compress_stream(cb, got, cap, src, n, tu_pieces_default, TU_NPIECES);
+        assert_int_equal(sg, sw);
+        lmc_frame_header h;
+        assert_int_equal(lmc_get_frame_header(&h, got, sg), LMC_FRAME_HEADER_SIZE);
+        assert_int_equal(h.has_ref, 1);
+        assert_int_equal(h.ref_hash, 0);
+        lmc_frame_stats st;
+        assert_int_equal(lmc_cctx_last_stats(cb, &st), 0);
+        assert_int_equal(st.header.ref_hash, lmc_hash64(ref, refn));
+        uint64_t const rh = st.header.ref_hash;
+        for (int b = 0; b < 8; b++) got[28 + b] = (uint8_t)(rh >> (8 * b));
+        uint32_t const hc = (uint32_t)lmc_hash64(got, 36);
+        for (int b = 0; b < 4; b++) got[36 + b] = (uint8_t)(hc >> (8 * b));
+        assert_memory_equal(got, want, sw);
+        /* the next frame of the context knows the hash: a usual header */
+        size_t const s2 = tu_compress_stream(cb, got, cap, src, n, tu_pieces_default, TU_NPIECES);
+        assert_int_equal(s2, sw);
+        assert_memory_equal(got, want, sw);
+        lmc_cctx_free(ca); lmc_cctx_free(cb);
+
+        lmc_dctx* const d = lmc_dctx_create();
+        assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, t), 0);
+        assert_int_equal(lmc_dctx_set_param(d, LMC_D_REF_CHECK_LAST, 1), 0);
+        assert_int_equal(lmc_dctx_set_ref(d, ref, refn), 0);
+        assert_int_equal(tu_decompress_stream(d, out, n, want, sw, tu_pieces_default, TU_NPIECES), n);
+        assert_memory_equal(out, src, n);
+        for (int k = 0; k < 2; k++) {   /* both the pipeline and the gathering paths */
+            assert_int_equal(lmc_dctx_set_ref(d, other, refn), 0);
+            size_t const r = k ? tu_decompress_stream(d, out, n, want, sw, tu_pieces_default, TU_NPIECES)
+                               : tu_decompress_stream(d, out, n, want, sw, (const size_t[]){ (size_t)1 << 30 }, 1);
+            assert_int_equal(lmc_get_error(r), LMC_ERR_REF_WRONG);
+        }
+        /* without the parameter, the wrong reference is refused at the header */
+        assert_int_equal(lmc_dctx_set_param(d, LMC_D_REF_CHECK_LAST, 0), 0);
+        assert_int_equal(lmc_dctx_set_ref(d, other, refn), 0);
+        lmc_dctx_reset(d);
+        lmc_inbuf in = { want, sw, 0 };
+        lmc_outbuf o = { out, n, 0 };
+        assert_int_equal(lmc_get_error(lmc_decompress_stream(d, &o, &in)), LMC_ERR_REF_WRONG);
+        assert_int_equal(o.pos, 0);
+        lmc_dctx_free(d);
+    }
+    assert_int_equal(lmc_get_error(lmc_dctx_set_param(NULL, LMC_D_REF_CHECK_LAST, 1)), LMC_ERR_PARAM);
+    free(want); free(got); free(out); free(src); free(ref); free(other);
+}
+
 /* Streams with separate input and output piece patterns; 0 in a pattern
  * means "everything left". */
 static size_t piece(const size_t* pat, size_t np, size_t* k, size_t left)
@@ -699,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_real_checkpoints),
         cmocka_unit_test(test_safetensors),
         cmocka_unit_test(test_stream_decode_threads),
+        cmocka_unit_test(test_ref_hash_last),
         cmocka_unit_test(test_stream_buffer_shapes),
         cmocka_unit_test(test_empty_null_buffers),
     };

@@ -74,8 +74,8 @@ struct lmc_dctx_s {
     size_t   ref_size;
     uint64_t ref_hash;
     int      has_ref, ref_hash_known;
-    lmc_refhash rh;            /* lmc_decompress: the reference's hash, between chunk jobs */
-    int      rh_on;
+    lmc_refhash rh;            /* the reference's hash, between chunk jobs: lmc_decompress, */
+    int      rh_on, ref_check_last;   /* and streaming with LMC_D_REF_CHECK_LAST */
     lmc_pool* pool;
     lmc_chunk_dws** wss;       /* one workspace per thread */
     unsigned nwss;
@@ -147,6 +147,9 @@ size_t lmc_dctx_set_param(lmc_dctx* d, lmc_dparam p, long long v)
     case LMC_D_THREADS:
         LMC_RETURN_IF(v < 1 || v > 256, PARAM);
         d->threads = (unsigned)v; return 0;
+    case LMC_D_REF_CHECK_LAST:
+        LMC_RETURN_IF(v < 0 || v > 1, PARAM);
+        d->ref_check_last = (int)v; return 0;
     case LMC_D_MAX_CHUNK_LOG:
         LMC_RETURN_IF(v < LMC_CHUNK_LOG_MIN || v > LMC_CHUNK_LOG_MAX, PARAM);
         d->max_chunk_log = (unsigned)v; return 0;
@@ -298,10 +301,19 @@ static size_t account_chunk(lmc_dctx* d, const dec_job* j)
     return 0;
 }
 
+/* A chunk job, then (d->rh_on) as many reference bytes hashed as it decoded. */
+static void run_djob_hashing(lmc_dctx* d, unsigned slot)
+{
+    run_djob(d, slot);
+    if (d->rh_on) lmc_refhash_step(&d->rh, d->jobs[slot].content_size);
+}
+
+static void batch_job(void* arg, size_t i) { run_djob_hashing((lmc_dctx*)arg, (unsigned)i); }
+
 /* Streaming: runs the ready jobs; returns the first error in frame order, if any. */
 static size_t run_batch(lmc_dctx* d, unsigned k)
 {
-    lmc_pool_run(d->pool, run_djob, d, k);
+    lmc_pool_run(d->pool, batch_job, d, k);
     for (unsigned i = 0; i < k; i++) LMC_FORWARD(d->jobs[i].result);
     for (unsigned i = 0; i < k; i++) LMC_FORWARD(account_chunk(d, &d->jobs[i]));
     return 0;
@@ -342,13 +354,7 @@ static int od_prepare(void* arg, size_t i, unsigned slot)
     return 0;
 }
 
-static void od_job(void* arg, size_t i, unsigned slot)
-{
-    lmc_dctx* const d = ((oneshot_dec*)arg)->d;
-    (void)i;
-    run_djob(d, slot);
-    if (d->rh_on) lmc_refhash_step(&d->rh, d->jobs[slot].content_size);
-}
+static void od_job(void* arg, size_t i, unsigned slot) { (void)i; run_djob_hashing(((oneshot_dec*)arg)->d, slot); }
 
 static int od_commit(void* arg, size_t i, unsigned slot)
 {
@@ -385,6 +391,30 @@ static size_t begin_dframe(lmc_dctx* d)
     return 0;
 }
 
+/* After check_ref deferred: the reference's hash starts, if it is not known. */
+static size_t ref_hash_begin(lmc_dctx* d)
+{
+    d->rh_on = d->hdr.has_ref && !d->ref_hash_known;
+    if (d->rh_on && LMC_IS_ERR(lmc_refhash_begin(&d->rh, d->ref, d->ref_size))) {
+        d->rh_on = 0;
+        return LMC_ERR(MEMORY);
+    }
+    return 0;
+}
+
+/* The frame's result r (content size, 0, or an error) once the reference's
+ * hash, if it ran, is finished and checked: a wrong reference decides the
+ * error whatever else failed (it makes chunks fail their checksums). */
+static size_t ref_hash_end(lmc_dctx* d, size_t r)
+{
+    if (!d->rh_on) return r;
+    d->rh_on = 0;
+    d->ref_hash = lmc_refhash_finish(&d->rh);
+    d->ref_hash_known = 1;
+    LMC_RETURN_IF(d->ref_hash != d->hdr.ref_hash, REF_WRONG);
+    return r;
+}
+
 /* lmc_decompress after the header and the reference's size: the chunks
  * (hashing the reference between them when d->rh_on), then the trailer. */
 static size_t decompress_chunks(lmc_dctx* d, uint8_t* dst, size_t cap, const uint8_t* s, size_t n)
@@ -414,19 +444,9 @@ size_t lmc_decompress(lmc_dctx* d, void* dstv, size_t cap, const void* srcv, siz
     LMC_FORWARD(begin_dframe(d));
     LMC_FORWARD(lmc_get_frame_header(&d->hdr, s, n));
     LMC_FORWARD(check_ref(d, &d->hdr, 1));
-    d->rh_on = d->hdr.has_ref && !d->ref_hash_known;
-    if (d->rh_on && LMC_IS_ERR(lmc_refhash_begin(&d->rh, d->ref, d->ref_size))) {
-        d->rh_on = 0;
-        return LMC_ERR(MEMORY);
-    }
+    LMC_FORWARD(ref_hash_begin(d));
     size_t const r = decompress_chunks(d, (uint8_t*)dstv, cap, s, n);
-    if (d->rh_on) {
-        d->rh_on = 0;
-        d->ref_hash = lmc_refhash_finish(&d->rh);
-        d->ref_hash_known = 1;
-        LMC_RETURN_IF(d->ref_hash != d->hdr.ref_hash, REF_WRONG);
-    }
-    return r;
+    return ref_hash_end(d, r);
 }
 
 /*-*** streaming ***-*/
@@ -435,6 +455,7 @@ void lmc_dctx_reset(lmc_dctx* d)
 {
     if (!d) return;
     d->stage = DS_IDLE;
+    d->rh_on = 0;
 }
 
 static size_t take(uint8_t* dst, size_t* have, size_t want, lmc_inbuf* in)
@@ -486,7 +507,7 @@ static int sd_prepare(void* arg, size_t i, unsigned slot)
     return 0;
 }
 
-static void sd_job(void* arg, size_t i, unsigned slot) { (void)i; run_djob(((stream_dec*)arg)->d, slot); }
+static void sd_job(void* arg, size_t i, unsigned slot) { (void)i; run_djob_hashing(((stream_dec*)arg)->d, slot); }
 
 static int sd_commit(void* arg, size_t i, unsigned slot)
 {
@@ -526,7 +547,8 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
                 return LMC_HDR_SIZE - d->hhave;
             }
             LMC_FORWARD(lmc_get_frame_header(&d->hdr, d->hbuf, LMC_HDR_SIZE));
-            LMC_FORWARD(check_ref(d, &d->hdr, 0));
+            LMC_FORWARD(check_ref(d, &d->hdr, d->ref_check_last));
+            LMC_FORWARD(ref_hash_begin(d));
             LMC_FORWARD(ensure_djobs(d, d->hdr.chunk_log, 1));
             for (unsigned i = 0; i < d->njobs; i++) { d->jobs[i].head_have = 0; d->jobs[i].have = 0; }
             d->stage = DS_CHUNKS;
@@ -601,6 +623,7 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
             LMC_RETURN_IF(lmc_rd64(f) != d->nchunks || lmc_rd64(f + 8) != d->total_out, CORRUPT);
             LMC_RETURN_IF(d->hdr.content_size_known && d->hdr.content_size != d->total_out, SIZE_MISMATCH);
             LMC_RETURN_IF(lmc_rd64(f + 16) != XXH3_64bits_digest(d->hstate), CHECKSUM);
+            LMC_FORWARD(ref_hash_end(d, 0));
             d->stage = DS_DONE;
             continue;
         }
@@ -615,8 +638,11 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
 size_t lmc_decompress_stream(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
 {
     LMC_RETURN_IF(!d || !out || !in || in->pos > in->size || out->pos > out->size, PARAM);
-    size_t const r = dstream_step(d, out, in);
-    if (LMC_IS_ERR(r)) d->stage = DS_IDLE;
+    size_t r = dstream_step(d, out, in);
+    if (LMC_IS_ERR(r)) {
+        r = ref_hash_end(d, r);
+        d->stage = DS_IDLE;
+    }
     return r;
 }
 

@@ -44,8 +44,8 @@ struct lmc_cctx_s {
     size_t     ref_size;
     uint64_t   ref_hash;
     int        has_ref, ref_hash_known;
-    lmc_refhash rh;           /* lmc_compress: the reference's hash, between chunk jobs */
-    int        rh_on;
+    lmc_refhash rh;           /* the reference's hash, between chunk jobs: lmc_compress, */
+    int        rh_on, ref_hash_last;   /* and streaming with LMC_P_REF_HASH_LAST */
     /* resources, sized for (threads, chunk_log) */
     lmc_pool*  pool;
     lmc_chunk_ws** wss;       /* one workspace per thread */
@@ -143,6 +143,9 @@ size_t lmc_cctx_set_param(lmc_cctx* c, lmc_cparam p, long long v)
     case LMC_P_CONTENT_SIZE:
         LMC_RETURN_IF(v < -1, PARAM);
         c->pledged = v; return 0;
+    case LMC_P_REF_HASH_LAST:
+        LMC_RETURN_IF(v < 0 || v > 1, PARAM);
+        c->ref_hash_last = (int)v; return 0;
     case LMC_P_CODERS:
         LMC_RETURN_IF(v < 0 || v > 0xFF, PARAM);
         c->coders = (unsigned)v | (1u << LMC_CODER_RAW); return 0;
@@ -299,6 +302,39 @@ static void run_job(void* arg, size_t i)
                                  c->has_ref ? c->ref : NULL, c->coders, c->layout, &j->st, &j->hash);
 }
 
+/* A chunk job, then (c->rh_on) as many reference bytes hashed as it coded. */
+static void run_job_hashing(lmc_cctx* c, unsigned slot)
+{
+    run_job(c, slot);
+    if (c->rh_on) lmc_refhash_step(&c->rh, c->jobs[slot].size);
+}
+
+/* A frame's start: the reference's hash, if not known, is computed between
+ * the chunk jobs when `defer` (the header is then written again, or by the
+ * caller), else here. */
+static size_t ref_hash_begin(lmc_cctx* c, int defer)
+{
+    c->rh_on = 0;
+    if (!c->has_ref || c->ref_hash_known) return 0;
+    if (!defer) {
+        c->ref_hash = lmc_h64(c->ref, c->ref_size);
+        c->ref_hash_known = 1;
+        return 0;
+    }
+    LMC_FORWARD(lmc_refhash_begin(&c->rh, c->ref, c->ref_size));
+    c->ref_hash = 0;   /* in the header until then */
+    c->rh_on = 1;
+    return 0;
+}
+
+static void ref_hash_end(lmc_cctx* c)
+{
+    if (!c->rh_on) return;
+    c->rh_on = 0;
+    c->ref_hash = lmc_refhash_finish(&c->rh);
+    c->ref_hash_known = 1;
+}
+
 static size_t seek_push(lmc_cctx* c, uint32_t frame_size, uint32_t content_size, uint32_t checksum)
 {
     if (c->seek_len + LMC_SEEK_ENTRY > c->seek_cap) {
@@ -425,13 +461,7 @@ static int os_prepare(void* arg, size_t i, unsigned slot)
     return 0;
 }
 
-static void os_job(void* arg, size_t i, unsigned slot)
-{
-    lmc_cctx* const c = ((oneshot_enc*)arg)->c;
-    (void)i;
-    run_job(c, slot);
-    if (c->rh_on) lmc_refhash_step(&c->rh, c->jobs[slot].size);
-}
+static void os_job(void* arg, size_t i, unsigned slot) { (void)i; run_job_hashing(((oneshot_enc*)arg)->c, slot); }
 
 static int os_commit(void* arg, size_t i, unsigned slot)
 {
@@ -458,20 +488,13 @@ size_t lmc_compress(lmc_cctx* c, void* dst, size_t cap, const void* srcv, size_t
     uint8_t* const d = (uint8_t*)dst;
     LMC_RETURN_IF(cap < LMC_HDR_SIZE, DST_TOO_SMALL);
     /* a reference's unknown hash: the header is written again at the end */
-    c->rh_on = c->has_ref && !c->ref_hash_known;
-    if (c->rh_on && LMC_IS_ERR(lmc_refhash_begin(&c->rh, c->ref, c->ref_size))) {
-        c->rh_on = 0;
-        return LMC_ERR(MEMORY);
-    }
+    LMC_FORWARD(ref_hash_begin(c, 1));
+    int const rewrite = c->rh_on;
     write_header(c, d, 1, n);
     oneshot_enc x = { c, src, n, 0, d, cap, LMC_HDR_SIZE, 0 };
     int const failed = lmc_pool_pipeline(c->pool, c->njobs, os_prepare, os_job, os_commit, &x) != 0;
-    if (c->rh_on) {
-        c->rh_on = 0;
-        c->ref_hash = lmc_refhash_finish(&c->rh);
-        c->ref_hash_known = 1;
-        write_header(c, d, 1, n);
-    }
+    ref_hash_end(c);
+    if (rewrite) write_header(c, d, 1, n);
     if (failed) return x.err;
     size_t op = x.op;
     LMC_RETURN_IF(cap - op < trailer_size(c), DST_TOO_SMALL);
@@ -569,7 +592,7 @@ static int se_prepare(void* arg, size_t i, unsigned slot)
     return 0;
 }
 
-static void se_job(void* arg, size_t i, unsigned slot) { (void)i; run_job(((stream_enc*)arg)->c, slot); }
+static void se_job(void* arg, size_t i, unsigned slot) { (void)i; run_job_hashing(((stream_enc*)arg)->c, slot); }
 
 static int se_commit(void* arg, size_t i, unsigned slot)
 {
@@ -661,6 +684,7 @@ void lmc_cctx_reset(lmc_cctx* c)
 {
     if (!c) return;
     c->stage = ST_IDLE;
+    c->rh_on = 0;
     c->in_len = 0; c->in_head = 0; c->oq_len = 0; c->oq_pos = 0;
 }
 
@@ -697,7 +721,7 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
             LMC_FORWARD(lmc_segs_build(&c->segs, c->fmt, c->dtype, head, have, fsz,
                                        c->has_ref ? c->ref : NULL, c->has_ref ? c->ref_size : 0));
             LMC_FORWARD(oq_reserve(c, LMC_HDR_SIZE));
-            if (c->has_ref && !c->ref_hash_known) { c->ref_hash = lmc_h64(c->ref, c->ref_size); c->ref_hash_known = 1; }
+            LMC_FORWARD(ref_hash_begin(c, c->ref_hash_last));
             write_header(c, c->hdr, c->pledged >= 0, c->pledged >= 0 ? (uint64_t)c->pledged : 0);
             memcpy(c->oq + c->oq_len, c->hdr, LMC_HDR_SIZE);
             c->oq_len += LMC_HDR_SIZE;
@@ -721,6 +745,7 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
                 return 1;  /* want more input */
             }
             /* all input coded: finish the frame */
+            ref_hash_end(c);
             LMC_RETURN_IF(c->pledged >= 0 && (uint64_t)c->pledged != c->total_in, SIZE_MISMATCH);
             LMC_FORWARD(oq_reserve(c, trailer_size(c)));
             write_trailer(c, c->oq + c->oq_len, c->total_in);
@@ -732,6 +757,7 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
         /* ST_DONE: everything flushed */
         (void)input_done;
         end_frame(c, c->total_in, c->frame_bytes, c->hdr);
+        c->last.header.ref_hash = c->has_ref ? c->ref_hash : 0;   /* c->hdr may hold 0 (LMC_P_REF_HASH_LAST) */
         c->stage = ST_IDLE;
         return 0;
     }
