@@ -82,16 +82,16 @@ static uint64_t g_ref_hash = 0;
  * load_ref); ref_hash_wait() takes the result. */
 static struct {
     int running;          /* started and its result not yet taken */
+    int pending;          /* not started: left to the library where a frame allows (give_dctx_ref) */
     int fd;               /* the reference, for a hash computed here */
     int err;              /* 0, an errno, or -1: the file shrank */
     uint64_t hash;
 } g_rh = { .fd = -1 };
-/* With a coding thread on every core, the library hashes the reference
- * between its chunk jobs (LMC_P_REF_HASH_LAST, LMC_D_REF_CHECK_LAST) and
- * no thread of this program does: see load_ref. */
-static int g_ref_lib = 0;
-static int g_ref_lib_same_size = 0;   /* the current frame's reference is g_ref's size */
-static int g_ref_lib_given = 0;       /* bit 0: g_dctx has g_ref, bit 1: g_cctx (its hash then kept after a frame) */
+/* Decompression with a coding thread on every core: the library hashes
+ * the reference between its chunk jobs (LMC_D_REF_CHECK_LAST), for the
+ * frames that allow it (give_dctx_ref); bit 0: g_dctx has g_ref. */
+static int g_ref_lib_given = 0;
+static int g_ref_lib_frame = 0;   /* the current frame goes that way */
 /* Decompression of the current file trusts the frame's reference hash
  * (g_defer_expect) until the thread's hash is compared with it. */
 static int g_defer_active = 0;
@@ -492,12 +492,25 @@ static int ref_hash_result(void)
 
 /* Waits for the reference's hash if a thread computes it. 0 (g_ref_hash
  * set), or -1 after a message. */
+static void ref_hash_kick(void);
 static int ref_hash_wait(void)
 {
+    ref_hash_kick();
     if (!g_rh.running) return 0;
     g_rh.err = prefetch_hash_result(&g_rh.hash);
     g_rh.running = 0;
     return ref_hash_result();
+}
+
+/* Starts the hash that load_ref left pending, on the prefetch thread
+ * (reading the file), or here if the thread cannot run. */
+static void ref_hash_kick(void)
+{
+    if (!g_rh.pending) return;
+    g_rh.pending = 0;
+    if (prefetch_hash_start(g_rh.fd, NULL, g_ref_size) == 0) { g_rh.running = 1; return; }
+    (void)ref_hash_main(NULL);
+    if (ref_hash_result() != 0) { g_rh.running = 0; g_ref_hash = 0; g_rh.err = g_rh.err ? g_rh.err : -1; }
 }
 
 static int load_ref(void)
@@ -548,7 +561,7 @@ static int load_ref(void)
      * end. With output to stdout or a pipe both wait for it. */
     g_rh.err = 0;
     g_rh.fd = fd;
-    g_ref_lib = 0;
+    g_rh.pending = 0;
     g_ref_lib_given = 0;
     if (g_opt.mode == MODE_COMPRESS || g_opt.mode == MODE_DECOMPRESS || g_opt.mode == MODE_TEST) {
         /* Hashing the mapped pages saves the copy, but needs a core to
@@ -556,14 +569,13 @@ static int load_ref(void)
          * falls behind the coder, reads what the coder dropped anyway and
          * finishes late (200 MB bf16 delta on 2 cores, medians of 25
          * alternated runs: -T1 decompression 288 -> 254 ms, -T2 263 -> 274).
-         * There, the library's coding threads hash it between their chunk
-         * jobs instead, mostly from cache, with no copy and no thread of
-         * its own (give_dctx_ref, give_cctx_ref). */
+         * There, decompression leaves the hash to the library's coding
+         * threads, between their chunk jobs, where the frame allows
+         * (give_dctx_ref); the thread starts only for a frame that does
+         * not (ref_hash_kick). */
         int const spare_core = g_opt.threads < online_cores();
-        if (!spare_core && g_ref_mapped) {
-            close(fd);
-            g_rh.fd = -1;
-            g_ref_lib = 1;
+        if (!spare_core && g_ref_mapped && g_opt.mode != MODE_COMPRESS) {
+            g_rh.pending = 1;
             return 0;
         }
         if (prefetch_hash_start(fd, g_ref_mapped && spare_core ? (const unsigned char*)g_ref : NULL, g_ref_size) == 0) {
@@ -592,6 +604,7 @@ static void ref_release(uint64_t progress)
 static void unload_ref(void)
 {
     if (g_rh.running) { prefetch_hash_cancel(); g_rh.running = 0; }
+    if (g_rh.pending) { close(g_rh.fd); g_rh.fd = -1; g_rh.pending = 0; }
     prefetch_forget(PREFETCH_REF);
     if (g_ref_mapped) munmap((void*)g_ref, g_ref_size);
     g_ref = NULL;
@@ -609,7 +622,7 @@ static lmc_cctx* make_cctx(int threads)
     if (!lmc_is_error(r) && g_opt.dtype_set) r = lmc_cctx_set_param(c, LMC_P_DTYPE, g_opt.dtype);
     if (!lmc_is_error(r) && g_opt.no_refctx) r = lmc_cctx_set_param(c, LMC_P_CODERS, 0xFF & ~(1 << LMC_CODER_REFCTX));
     if (lmc_is_error(r)) { errmsg("cannot set compression parameters: %s", lmc_error_name(r)); lmc_cctx_free(c); return NULL; }
-    if (g_ref && !g_rh.running && !g_ref_lib) {   /* else process_file gives it, frame by frame */
+    if (g_ref && !g_rh.running && !g_rh.pending) {   /* else process_file gives it, frame by frame */
         r = lmc_cctx_set_ref_hashed(c, g_ref, g_ref_size, g_ref_hash);
         if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); lmc_cctx_free(c); return NULL; }
     }
@@ -623,7 +636,7 @@ static lmc_dctx* make_dctx(int threads)
     if (!d) { errmsg("cannot create decompression context: out of memory"); return NULL; }
     r = lmc_dctx_set_param(d, LMC_D_THREADS, threads);
     if (lmc_is_error(r)) { errmsg("cannot set decompression parameters: %s", lmc_error_name(r)); lmc_dctx_free(d); return NULL; }
-    if (g_ref && !g_rh.running && !g_ref_lib) {   /* else process_file gives it, frame by frame */
+    if (g_ref && !g_rh.running && !g_rh.pending) {   /* else process_file gives it, frame by frame */
         r = lmc_dctx_set_ref_hashed(d, g_ref, g_ref_size, g_ref_hash);
         if (lmc_is_error(r)) { errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r)); lmc_dctx_free(d); return NULL; }
     }
@@ -715,7 +728,7 @@ static void lib_error(const char* name, size_t code)
     lmc_error e = lmc_get_error(code);
     const char* msg = lmc_error_name(code);
     int says_ref = strstr(msg, "reference") != NULL;
-    if (e == LMC_ERR_REF_WRONG && g_ref_lib && g_ref_lib_same_size)   /* the library's hash differs */
+    if (e == LMC_ERR_REF_WRONG && g_ref_lib_frame)   /* the library's hash differs (sizes were checked) */
         errmsg("%s: wrong reference: %s is not the checkpoint this delta was made against (its hash differs)",
                name, g_opt.ref_name ? g_opt.ref_name : "?");
     else if (e == LMC_ERR_REF_REQUIRED && g_missing_ref)
@@ -1024,22 +1037,34 @@ static int give_dctx_ref(const job_t* j, int private_output)
     uint64_t h;
     size_t r;
     g_defer_active = 0;
+    g_ref_lib_frame = 0;
     if (!g_ref) return 0;
-    if (g_ref_lib) {
-        /* to a private place, the library checks the hash when the frame
-         * ends; else before it gives out any output */
-        g_ref_lib_same_size = j->map && j->map_size >= LMC_FRAME_HEADER_SIZE
-                              && !lmc_is_error(lmc_get_frame_header(&fh, j->map, j->map_size)) && fh.has_ref
-                              && fh.ref_size == (uint64_t)g_ref_size;
-        r = lmc_dctx_set_param(g_dctx, LMC_D_REF_CHECK_LAST, private_output);
+    /* The library hashes the reference between its chunk jobs and checks it
+     * when the frame ends: for output kept private until then, and a
+     * reference no larger than the content (plus a margin), so that the
+     * jobs pass all of it and only a slice is left for the end, which the
+     * library hashes through the mapping in one go (RSS). */
+    if (g_rh.pending && private_output && j->map && j->map_size >= LMC_FRAME_HEADER_SIZE
+        && !lmc_is_error(lmc_get_frame_header(&fh, j->map, j->map_size)) && fh.has_ref
+        && fh.ref_size == (uint64_t)g_ref_size && fh.content_size_known
+        && fh.ref_size <= fh.content_size + ((uint64_t)1 << 20)) {
+        r = lmc_dctx_set_param(g_dctx, LMC_D_REF_CHECK_LAST, 1);
         if (!lmc_is_error(r) && !(g_ref_lib_given & 1)) r = lmc_dctx_set_ref(g_dctx, g_ref, g_ref_size);
-        if (!lmc_is_error(r)) g_ref_lib_given |= 1;
         if (lmc_is_error(r)) {
             errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r));
             return -1;
         }
+        g_ref_lib_given |= 1;
+        g_ref_lib_frame = 1;
         return 0;
     }
+    r = lmc_dctx_set_param(g_dctx, LMC_D_REF_CHECK_LAST, 0);
+    if (lmc_is_error(r)) {
+        errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r));
+        return -1;
+    }
+    g_ref_lib_given &= ~1;   /* set_ref_hashed below */
+    ref_hash_kick();
     if (g_rh.running && private_output && j->map && j->map_size >= LMC_FRAME_HEADER_SIZE
         && !lmc_is_error(lmc_get_frame_header(&fh, j->map, j->map_size)) && fh.has_ref) {
         h = fh.ref_hash;
@@ -1069,18 +1094,6 @@ static int give_cctx_ref(int private_output)
     size_t r;
     g_cdefer = 0;
     if (!g_ref) return 0;
-    if (g_ref_lib) {
-        /* to a temporary file, the library leaves the hash to patch_ref_hash */
-        r = lmc_cctx_set_param(g_cctx, LMC_P_REF_HASH_LAST, private_output);
-        if (!lmc_is_error(r) && !(g_ref_lib_given & 2)) r = lmc_cctx_set_ref(g_cctx, g_ref, g_ref_size);
-        if (!lmc_is_error(r)) g_ref_lib_given |= 2;
-        if (lmc_is_error(r)) {
-            errmsg("%s: cannot use reference: %s", g_opt.ref_name, lmc_error_name(r));
-            return -1;
-        }
-        g_cdefer = private_output ? 2 : 0;
-        return 0;
-    }
     if (g_rh.running && private_output) {
         g_cdefer = 1;
     } else {
@@ -1163,25 +1176,14 @@ static int patch_ref_hash(const char* out_name, int fd)
 {
     unsigned char h[LMC_FRAME_HEADER_SIZE];
     lmc_frame_header fh;
-    int const from_lib = g_cdefer == 2;
     if (!g_cdefer) return 0;
     g_cdefer = 0;
-    if (from_lib) {   /* the library hashed it (give_cctx_ref) */
-        lmc_frame_stats st;
-        if (lmc_is_error(lmc_cctx_last_stats(g_cctx, &st))) {
-            errmsg("%s: internal error: no statistics of the frame", out_name);
-            return -1;
-        }
-        g_ref_hash = st.header.ref_hash;
-    } else if (ref_hash_wait() != 0) {
-        return -1;
-    }
+    if (ref_hash_wait() != 0) return -1;
     if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h || lmc_is_error(lmc_get_frame_header(&fh, h, sizeof h))
-        || !fh.has_ref || (fh.ref_hash != 0 && !(from_lib && fh.ref_hash == g_ref_hash))) {
+        || !fh.has_ref || fh.ref_hash != 0) {
         errmsg("%s: internal error: cannot read back the frame header", out_name);
         return -1;
     }
-    if (fh.ref_hash == g_ref_hash) return 0;   /* the library knew it from an earlier frame */
     wr_le(h + 28, g_ref_hash, 8);
     wr_le(h + 36, (uint32_t)lmc_hash64(h, 36), 4);
     if (pwrite(fd, h + 28, 12, 28) != 12) {
@@ -1234,13 +1236,6 @@ static int verify_output(const char* out_name, int fd, uint64_t frame_size,
     }
     if (setup_dctx() != 0) return -1;
     lmc_dctx_reset(g_dctx);
-    if (g_ref_lib && g_ref) {   /* give_cctx_ref left the hash to the library; patch_ref_hash has it */
-        size_t const r = lmc_dctx_set_param(g_dctx, LMC_D_REF_CHECK_LAST, 0);
-        if (lmc_is_error(r) || lmc_is_error(lmc_dctx_set_ref_hashed(g_dctx, g_ref, g_ref_size, g_ref_hash))) {
-            errmsg("%s: verification failed: cannot use the reference", out_name);
-            return -1;
-        }
-    }
     memset(&quiet_prog, 0, sizeof quiet_prog);
     memset(&v, 0, sizeof v);
     v.in_name = out_name; v.out_name = NULL;
@@ -1415,7 +1410,6 @@ static int process_file(const char* name)
         if (ref_useless(&j)) {
             g_cdefer = 0;
             r = lmc_cctx_set_ref(g_cctx, NULL, 0);
-            g_ref_lib_given &= ~2;
             if (lmc_is_error(r)) { lib_error(in_disp, r); goto out; }
         } else if (give_cctx_ref(use_tmp) != 0) goto out;
         if (run_compress(&j) != 0 || writer_wait(&j) != 0) {
