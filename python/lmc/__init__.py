@@ -138,7 +138,9 @@ def compress_file(src, dst=None, ref=None, threads=None, format=None, dtype=None
         read = _codec.file_reader(f, read_ahead=True)
         try:
             with AtomicFile(dst) as out:
+                c.hash_ref_last()   # the header's reference hash is written last
                 _codec.drive_compress(c, read, _codec.fd_writer(out.fd), write_behind=True)
+                _codec.patch_ref_hash(c, out.fd)
         finally:
             read.close()
     return dst

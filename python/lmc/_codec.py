@@ -189,6 +189,7 @@ class CCtx(_Ctx):
             if chunk_log is not None:
                 check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_CHUNK_LOG, int(chunk_log)), "chunk_log")
             self.ref = ref     # keeps the borrowed reference alive
+            self.hash_last = False
             if ref is not None and not ref.is_none:
                 check(lib.lmc_cctx_set_ref(self.p, ref.addr, ref.size), "reference")
         except BaseException:
@@ -197,6 +198,15 @@ class CCtx(_Ctx):
 
     def _free(self, p):
         lib.lmc_cctx_free(p)
+
+    def hash_ref_last(self):
+        """For a frame written to a file that patch_ref_hash() fixes up at the
+        end: the library hashes the reference between its chunk jobs instead
+        of before the header (LMC_P_REF_HASH_LAST), and the header carries 0
+        until then. No-op without a reference."""
+        if self.ref is not None and not self.ref.is_none:
+            check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_REF_HASH_LAST, 1), "reference hash")
+            self.hash_last = True
 
 
 class DCtx(_Ctx):
@@ -467,6 +477,25 @@ def fd_writer(fd):
 
 
 # ---------------------------------------------------------------------------
+def patch_ref_hash(cctx, fd):
+    """After a frame written from offset 0 of the file fd by a context that
+    hash_ref_last(): writes the reference's hash (from the frame's
+    statistics) into the header, and the header's checksum over it."""
+    if not cctx.hash_last:
+        return
+    st = _lib.lmc_frame_stats()
+    check(lib.lmc_cctx_last_stats(cctx.p, ctypes.byref(st)), "frame statistics")
+    size = _lib.FRAME_HEADER_SIZE
+    h = bytearray(os.pread(fd, size, 0))
+    if len(h) != size or int.from_bytes(h[28:36], "little") not in (0, st.header.ref_hash):
+        raise LmcError(1, None, "cannot read back the frame header")
+    h[28:36] = int(st.header.ref_hash).to_bytes(8, "little")
+    hc = lib.lmc_hash64(bytes(h[:36]), 36) & 0xFFFFFFFF
+    h[36:40] = hc.to_bytes(4, "little")
+    if os.pwrite(fd, bytes(h[28:40]), 28) != 12:
+        raise OSError("short write of the frame header")
+
+
 # atomic output files
 
 
@@ -478,7 +507,8 @@ class AtomicFile(object):
         d, base = os.path.split(os.path.abspath(self.path))
         self.dir = d
         self.tmp = os.path.join(d, ".%s.tmp-%d-%s" % (base, os.getpid(), os.urandom(4).hex()))
-        self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        # read too: patch_ref_hash reads the header back
+        self.fd = os.open(self.tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
 
     def commit(self):
         os.fsync(self.fd)

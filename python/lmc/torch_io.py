@@ -299,7 +299,9 @@ def save(state_dict, path, ref=None, threads=None, metadata=None):
             def write(a, n):
                 written[0] += n
                 w(a, n)
+            c.hash_ref_last()   # the header's reference hash is written last
             _codec.drive_compress(c, read, write, write_behind=True)
+            _codec.patch_ref_hash(c, out.fd)
     return written[0]
 
 

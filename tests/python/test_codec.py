@@ -326,6 +326,10 @@ class TestFiles(TempDirCase):
         self.assertLess(os.path.getsize(out), len(cur) // 2)
         back = lmc.decompress_file(out, self.p("back.bin"), ref=ref)
         self.assertEqual(read(back), cur)
+        # the library hashed the reference between its chunk jobs and the
+        # header got the hash last: the frame is the buffer-to-buffer one
+        self.assertEqual(lmc.frame_info(out)["ref_hash"], lmc.hash64(ref))
+        self.assertEqual(read(out), lmc.compress(cur, ref=ref, dtype="f32"))
         before = sorted(os.listdir(self.tmp))
         with self.assertRaises(lmc.LmcError) as cm:
             lmc.decompress_file(out, self.p("never.bin"), ref=cur)
