@@ -1043,7 +1043,10 @@ static int give_dctx_ref(const job_t* j, int private_output)
      * when the frame ends: for output kept private until then, and a
      * reference no larger than the content (plus a margin), so that the
      * jobs pass all of it and only a slice is left for the end, which the
-     * library hashes through the mapping in one go (RSS). */
+     * library hashes through the mapping in one go (RSS). A frame that
+     * fails part way has the rest hashed that way too, to tell a wrong
+     * reference from a damaged frame: file pages mapped in just before the
+     * error ends the file (and, for one file, the process). */
     if (g_rh.pending && private_output && j->map && j->map_size >= LMC_FRAME_HEADER_SIZE
         && !lmc_is_error(lmc_get_frame_header(&fh, j->map, j->map_size)) && fh.has_ref
         && fh.ref_size == (uint64_t)g_ref_size && fh.content_size_known

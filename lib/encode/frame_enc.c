@@ -492,10 +492,12 @@ size_t lmc_compress(lmc_cctx* c, void* dst, size_t cap, const void* srcv, size_t
     int const rewrite = c->rh_on;
     write_header(c, d, 1, n);
     oneshot_enc x = { c, src, n, 0, d, cap, LMC_HDR_SIZE, 0 };
-    int const failed = lmc_pool_pipeline(c->pool, c->njobs, os_prepare, os_job, os_commit, &x) != 0;
+    if (lmc_pool_pipeline(c->pool, c->njobs, os_prepare, os_job, os_commit, &x) != 0) {
+        c->rh_on = 0;   /* the hash is left for a later frame to compute */
+        return x.err;
+    }
     ref_hash_end(c);
     if (rewrite) write_header(c, d, 1, n);
-    if (failed) return x.err;
     size_t op = x.op;
     LMC_RETURN_IF(cap - op < trailer_size(c), DST_TOO_SMALL);
     write_trailer(c, d + op, n);
