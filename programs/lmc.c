@@ -1258,18 +1258,24 @@ static int verify_output(const char* out_name, int fd, uint64_t frame_size,
 
 /* Whether to compress a regular file by reading it rather than coding
  * straight from a mapping of it: on tmpfs, with a coding thread on every
- * core. tmpfs maps its pages in 4 KiB at a time (about 1 us a page even when
- * the prefetch thread does it, and dropping them again costs more), where
- * read() copies a page in about 0.8 us; file systems with large folios map
- * a 200 MB file in a few ms, and with a core to spare the prefetch thread
- * maps pages in off the coder's time. 200 MB bf16 delta on /dev/shm, -T2 on
- * 2 cores: 383 -> 337 ms (medians of 21 alternated runs; CPU time 655 ->
- * 625 ms); at -T1 reading was slower (454 -> 494 ms). Decompression reads
- * little input and keeps its mapping (reading it was slower: 265 -> 334). */
-static int read_input_instead(int fd, int decomp)
+ * core, for a file of 64 MiB or more. tmpfs maps its pages in 4 KiB at a
+ * time (about 1 us a page even when the prefetch thread does it, and
+ * dropping them again costs more), where read() copies a page in about
+ * 0.8 us; file systems with large folios map a 200 MB file in a few ms, and
+ * with a core to spare the prefetch thread maps pages in off the coder's
+ * time. 200 MB bf16 delta on /dev/shm, -T2 on 2 cores: 383 -> 337 ms
+ * (medians of 21 alternated runs; CPU time 655 -> 625 ms); at -T1 reading
+ * was slower (454 -> 494 ms). A smaller file is read in a few windows, each
+ * read while the coding threads wait, and mapping wins (2026-12-02, -T2,
+ * medians of alternated perf stat runs: bf16 delta 6.6 MB 14.0 -> 10.7 ms,
+ * fp32 13 MB 21.5 -> 18.5, optimizer 27 MB 34.8 -> 31.6; at 67 MB a draw,
+ * 71.1 / 70.0, as was 200 MB that day). Decompression reads little input
+ * and keeps its mapping (reading it was slower: 265 -> 334). */
+#define READ_INSTEAD_MIN ((uint64_t)64 << 20)
+static int read_input_instead(int fd, int decomp, uint64_t size)
 {
     struct statfs sf;
-    if (decomp || g_opt.threads < online_cores()) return 0;
+    if (decomp || g_opt.threads < online_cores() || size < READ_INSTEAD_MIN) return 0;
     return fstatfs(fd, &sf) == 0 && sf.f_type == 0x01021994;   /* TMPFS_MAGIC */
 }
 
@@ -1386,7 +1392,7 @@ static int process_file(const char* name)
     j.outfd = (mode == MODE_TEST) ? -1 : outfd;
     j.prog = &prog;
     if (!in_stdin && S_ISREG(ist.st_mode) && ist.st_size > 0 && (uint64_t)ist.st_size <= (uint64_t)SIZE_MAX
-        && !read_input_instead(infd, decomp)) {
+        && !read_input_instead(infd, decomp, (uint64_t)ist.st_size)) {
         /* a failed map is not an error: read() still works */
         void* m = mmap(NULL, (size_t)ist.st_size, PROT_READ, MAP_PRIVATE, infd, 0);
         if (m != MAP_FAILED) {
