@@ -592,6 +592,75 @@ static uint64_t total_blocks(const lmc_frame_stats* st)
     return t;
 }
 
+/* A chunk whose pieces outgrow the payload bound is written again as one
+ * stored piece (doc/format.md, "Chunk"): here 128 KiB random tensors that
+ * alternate bf16 and f32, so that pieces cannot join and each adds its
+ * header, against a random reference (REFCTX loses, every value block is
+ * GROUPED RAW). The encoder hashes a chunk's payload as it codes value
+ * blocks; the stored chunk's checksum must be that of the bytes written
+ * again, which the decoder checks. The last tensor, a small change of its
+ * reference, keeps a reference-modelled piece in the last chunk. Frames of
+ * one and two threads must be the same. */
+static void fill_random_tensor(size_t i, uint8_t* p, size_t n, uint64_t seed) { tu_fill_random(p, n, seed * 100 + i); }
+
+static void test_stored_chunk(void** state)
+{
+    (void)state;
+    enum { NT = 17 };
+    tu_tensor t[NT];
+    char names[NT][8];
+    size_t shapes[NT];
+    for (size_t i = 0; i < NT; i++) {
+        snprintf(names[i], sizeof(names[i]), "t%zu", i);
+        int const bf = (i % 2 == 0);
+        t[i].name = names[i];
+        t[i].dtype = bf ? "BF16" : "F32";
+        t[i].width = bf ? 2 : 4;
+        t[i].nelem = i == NT - 1 ? (size_t)1 << 19 : (bf ? (size_t)65536 : (size_t)32768);
+        shapes[i] = t[i].nelem;
+        t[i].shape = &shapes[i];
+        t[i].ndim = 1;
+    }
+    size_t n, rn;
+    uint8_t* const a = tu_build_safetensors(t, NT, &n, 1, fill_random_tensor);
+    uint8_t* const r = tu_build_safetensors(t, NT, &rn, 2, fill_random_tensor);
+    assert_int_equal(n, rn);
+    /* the last tensor (1 MiB of bf16 Gaussians): the new one a small change of the reference's */
+    size_t const last = t[NT - 1].nelem * 2;
+    tu_fill_gauss(r + rn - last, last, 2, 7);
+    tu_perturb(a + n - last, r + rn - last, last, 2, 3, 8);
+
+    uint8_t* frames[2];
+    size_t sizes[2];
+    for (int k = 0; k < 2; k++) {
+        lmc_cctx* const c = lmc_cctx_create();
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_THREADS, k + 1), 0);
+        assert_int_equal(lmc_cctx_set_ref(c, r, rn), 0);
+        sizes[k] = tu_compress(c, &frames[k], a, n);
+        if (lmc_is_error(sizes[k])) fail_msg("lmc_compress: %s", lmc_error_name(sizes[k]));
+        lmc_cctx_free(c);
+    }
+    assert_int_equal(sizes[0], sizes[1]);
+    assert_memory_equal(frames[0], frames[1], sizes[0]);
+
+    lmc_frame_stats st;
+    assert_int_equal(lmc_frame_stats_get(&st, frames[0], sizes[0]), sizes[0]);
+    assert_true(st.chunks >= 3);
+    assert_true(st.dtype_in[LMC_DTYPE_BYTES] >= ((uint64_t)1 << 20));   /* a whole chunk stored */
+    assert_true(st.pieces_refmodel >= 1);                                /* and the last tensor modelled */
+
+    lmc_dctx* const d = lmc_dctx_create();
+    uint8_t* const o = (uint8_t*)tu_xmalloc(n);
+    assert_int_equal(lmc_dctx_set_ref(d, r, rn), 0);
+    assert_int_equal(lmc_decompress(d, o, n, frames[0], sizes[0]), n);
+    assert_memory_equal(o, a, n);
+    assert_int_equal(lmc_dctx_set_ref(d, r, rn), 0);
+    assert_int_equal(tu_decompress_stream(d, o, n, frames[0], sizes[0], tu_pieces_default, TU_NPIECES), n);
+    assert_memory_equal(o, a, n);
+    free(o); free(frames[0]); free(frames[1]); free(a); free(r);
+    lmc_dctx_free(d);
+}
+
 static void test_frame_coders(void** state)
 {
     (void)state;
@@ -897,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_block_decode_hostile),
         cmocka_unit_test(test_block_decode_random),
         cmocka_unit_test(test_frame_coders),
+        cmocka_unit_test(test_stored_chunk),
         cmocka_unit_test(test_coder_mask),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_hash_cpu_paths),

@@ -6,6 +6,34 @@
 #include "mem.h"
 #include "refctx.h"
 
+/* The chunk's content hash and payload checksum are taken as the coding
+ * goes: after each value block of the reference-modelled layout, whose
+ * 64 Ki values were just read and coded, so that XXH3 reads them from cache
+ * instead of reading the whole chunk back from memory at its end (bf16
+ * delta, bench/api_loop.c, one thread, medians of alternated runs: 6.6 MB
+ * +9 to +10 %, 200 MB +7 %; two threads +13 %). Other pieces are left to
+ * the chunk's end: hashing a byte-grouped piece right after grouping it
+ * pushed its streams out of L2 before they were coded (keyframe 6.6 MB
+ * 0.93-0.95 of the time before, with AVX-512 or AVX2 hashing alike). Less
+ * than 4 KiB waits for the next call (last: not), so that each update is
+ * long enough for the vector loop; XXH3's streaming form gives the one-shot
+ * hash of the same bytes. */
+static void content_hash_upto(lmc_chunk_ws* ws, const uint8_t* upto, int last)
+{
+    size_t const n = (size_t)(upto - ws->ch_base);
+    if (n <= ws->ch_done || n - ws->ch_done < (last ? 1u : 4096u)) return;
+    lmc_hstate_update(ws->chs, ws->ch_base + ws->ch_done, n - ws->ch_done);
+    ws->ch_done = n;
+}
+
+static void payload_hash_upto(lmc_chunk_ws* ws, const uint8_t* upto, int last)
+{
+    size_t const n = (size_t)(upto - ws->ph_base);
+    if (n <= ws->ph_done || n - ws->ph_done < (last ? 1u : 4096u)) return;
+    lmc_hstate_update(ws->phs, ws->ph_base + ws->ph_done, n - ws->ph_done);
+    ws->ph_done = n;
+}
+
 static uint8_t* encode_stream(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* s, size_t n, unsigned coders,
                               unsigned row, lmc_frame_stats* st, uint64_t* out_bytes)
 {
@@ -232,7 +260,13 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         if (rc_est != SIZE_MAX && g_est > rc_est + rc_est / clear) {
             sz = lmc_refctx_encode(&ws->rc, p, worst);
             lean = sz;
-            if (sz) { add_block_stat(st, LMC_CODER_REFCTX, m * w, sz); p += sz; continue; }
+            if (sz) {
+                add_block_stat(st, LMC_CODER_REFCTX, m * w, sz);
+                p += sz;
+                content_hash_upto(ws, s + m * w, 0);
+                payload_hash_upto(ws, p, 0);
+                continue;
+            }
         }
         lean = 0;
         lmc_frame_stats gst;
@@ -245,6 +279,8 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
                 memcpy(p, ws->vtmp, rsz);
                 add_block_stat(st, LMC_CODER_REFCTX, m * w, rsz);
                 p += rsz;
+                content_hash_upto(ws, s + m * w, 0);
+                payload_hash_upto(ws, p, 0);
                 continue;
             }
         }
@@ -252,6 +288,8 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
             st->blocks[c] += gst.blocks[c]; st->block_in[c] += gst.block_in[c]; st->block_out[c] += gst.block_out[c];
         }
         p += gsz;
+        content_hash_upto(ws, s + m * w, 0);
+        payload_hash_upto(ws, p, 0);
     }
     ws->lean = lean;
     return p;
@@ -339,6 +377,10 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     uint8_t* p = dst + LMC_CHUNK_HDR_SIZE;
     uint8_t* const room_end = dst + dst_cap - LMC_BLOCK_SLACK;
     int overflow = 0;
+    XXH3_64bits_reset(ws->chs);
+    XXH3_64bits_reset(ws->phs);
+    ws->ch_base = content; ws->ch_done = 0;
+    ws->ph_base = p; ws->ph_done = 0;
     ws->lean = 0;   /* a chunk's bytes must not depend on which chunk its thread coded before */
     for (size_t i = 0; i < npieces; i++) {
         /* worst case of a piece: header, every block RAW (1 + m), the tail */
@@ -351,6 +393,8 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     if (overflow || total - LMC_CHUNK_HDR_SIZE > lmc_chunk_payload_limit(size)) {
         memset(&local, 0, sizeof(local));
         total = encode_stored(dst, content, size);
+        XXH3_64bits_reset(ws->phs);   /* the payload was written again */
+        ws->ph_done = 0;
         local.pieces = 1;
         local.blocks[LMC_CODER_RAW] = (size + LMC_BLOCK_MAX - 1) / LMC_BLOCK_MAX;
         local.block_in[LMC_CODER_RAW] = size;
@@ -361,8 +405,10 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     size_t const payload = total - LMC_CHUNK_HDR_SIZE;
     lmc_wr32(dst, (uint32_t)size);
     lmc_wr32(dst + 4, (uint32_t)payload);
-    lmc_wr32(dst + 8, lmc_h32(dst + LMC_CHUNK_HDR_SIZE, payload));
-    uint64_t const h = lmc_h64(content, size);
+    payload_hash_upto(ws, dst + total, 1);
+    lmc_wr32(dst + 8, (uint32_t)XXH3_64bits_digest(ws->phs));
+    content_hash_upto(ws, content + size, 1);
+    uint64_t const h = XXH3_64bits_digest(ws->chs);
     lmc_wr32(dst + 12, (uint32_t)h);
     *content_hash = h;
     st->pieces += local.pieces; st->pieces_xor += local.pieces_xor; st->pieces_rotated += local.pieces_rotated;

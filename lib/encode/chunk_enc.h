@@ -19,6 +19,15 @@ typedef struct {
     uint8_t*     streams;      /* grouped bytes of the current piece */
     size_t       streams_cap;
     int          lean;         /* REFCTX won the chunk's last value block by a wide margin (chunk_enc.c) */
+    /* the chunk's content and payload hashed as they are coded (chunk_enc.c,
+     * content_hash_upto); created by the caller with XXH3_createState(),
+     * which aligns them as XXH3's vector loops need */
+    XXH3_state_t* chs;
+    XXH3_state_t* phs;
+    const uint8_t* ch_base;    /* content hashed up to ch_base + ch_done */
+    size_t       ch_done;
+    const uint8_t* ph_base;    /* payload hashed up to ph_base + ph_done */
+    size_t       ph_done;
 } lmc_chunk_ws;
 
 /* Bound of a whole chunk (header included) of `content` bytes. */

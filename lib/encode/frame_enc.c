@@ -95,7 +95,7 @@ lmc_cctx* lmc_cctx_create(void)
 static void free_jobs(lmc_cctx* c)
 {
     for (unsigned i = 0; i < c->nwss; i++) {
-        if (c->wss[i]) free(c->wss[i]->streams);
+        if (c->wss[i]) { free(c->wss[i]->streams); XXH3_freeState(c->wss[i]->chs); XXH3_freeState(c->wss[i]->phs); }
         free(c->wss[i]);
     }
     free(c->wss);
@@ -213,7 +213,9 @@ static size_t alloc_jobs(lmc_cctx* c, unsigned nj)
         LMC_RETURN_IF(!ws, MEMORY);
         ws->streams = (uint8_t*)malloc(cm);
         ws->streams_cap = cm;
-        LMC_RETURN_IF(!ws->streams, MEMORY);
+        ws->chs = XXH3_createState();
+        ws->phs = XXH3_createState();
+        LMC_RETURN_IF(!ws->streams || !ws->chs || !ws->phs, MEMORY);
     }
     for (unsigned i = 0; i < c->njobs; i++) {
         enc_job* const j = &c->jobs[i];
