@@ -48,13 +48,18 @@ typedef struct {
 } lmc_refctx_ws;
 
 /* A block whose estimated size is at least this many bytes is coded with 32
- * rANS states (LMC_REFCTX_WIDE): 112 more bytes, at most 0.9 % of it, for a
- * token loop that decodes about twice as fast with 16-lane gathers. Only a
- * very sparse delta's small blocks keep 4 states. (24 KiB until 2026-12-01:
- * a bf16 delta with 46 % of its values unchanged, 19 KiB blocks, then
- * decoded at 874 MB/s, slower than byte-grouped zstd; with 32 states 1317,
- * for 0.5 % more bytes.) */
-#define LMC_REFCTX_WIDE_MIN 12288
+ * rANS states (LMC_REFCTX_WIDE): 112 more bytes, at most 5.5 % of it, for a
+ * token loop that decodes about twice as fast with 16-lane gathers (on
+ * Intel with AVX-512; on Zen 4 about a tenth faster, and without AVX-512 no
+ * faster). Only a very sparse delta's small blocks (over about 95 % of the
+ * values unchanged) keep 4 states. Every full block saves the same decoding
+ * time, so the bound only caps what the states cost relative to the block.
+ * (24 KiB until 2026-12-01, 12 KiB until 2026-12-02: on the Xeon box a bf16
+ * delta with 78.6 % of its values unchanged, 8 KiB blocks, decoded at 886
+ * MB/s, slower than byte-grouped zstd -1, and at 2084 with 32 states, for
+ * 1.1 % more bytes; 93.5 % unchanged, 3 KiB blocks, 888 -> 1890 for 2.6 %;
+ * doc/refctx.md.) */
+#define LMC_REFCTX_WIDE_MIN 2048
 
 /* Pass over m values (1 <= m <= LMC_VBLOCK_MAX, w in {2, 4}) of src and
  * their reference values: tokens, context counts, context groups and tables.
