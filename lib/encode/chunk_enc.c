@@ -233,8 +233,8 @@ static size_t sample_xor_estimate(const uint8_t* src, const uint8_t* r, size_t m
 }
 
 /* Layout 2: value blocks, each REFCTX or GROUPED (XOR or plain), whichever
- * is smaller. After a block that REFCTX won by more than a thirty-second
- * (in this piece or an earlier one of the chunk: a file's tensors of one
+ * is smaller. After a block that REFCTX won outright (by the margin below;
+ * in this piece or an earlier one of the chunk: a file's tensors of one
  * kind behave alike), the next one runs REFCTX's pass first and checks it
  * only against the sampled XOR bytes (the token and plain-value sampling is
  * what costs); if that is not a clear REFCTX win either, the full sample
@@ -242,12 +242,15 @@ static size_t sample_xor_estimate(const uint8_t* src, const uint8_t* r, size_t m
  * REFCTX wins by about a twentieth, then sampled every block in full; the
  * 18 deltas of bench/data/traj-3m and data/trajectory came out the same.)
  * REFCTX is taken without coding the block GROUPED too when the sampled
- * GROUPED estimate exceeds REFCTX's (exact) one by a sixty-fourth; a
+ * GROUPED estimate exceeds REFCTX's (exact) one by a 128th; a
  * thirty-second until 2026-12-02, when the sampled estimate gained its
- * bias correction (streams_estimate). Adam's second moment, which REFCTX
- * wins by about 3 %, was until then coded both ways in most blocks; the 27
- * deltas of those trajectories give the same bytes either way. Small blocks,
- * estimated whole, keep the thirty-second. */
+ * bias correction (streams_estimate), then a sixty-fourth. Adam's second
+ * moment, which REFCTX wins by about 3 %, was until then coded both ways in
+ * most blocks; the 27 deltas of those trajectories give the same bytes at
+ * each step (and, for the 128th, 12 deltas 100-400 steps apart and 5 sparse
+ * ones too), and the moments delta of traj-3m compresses 3.7 % faster at a
+ * 128th than at a sixty-fourth. Small blocks, estimated whole, keep the
+ * thirty-second. */
 static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const uint8_t* r,
                                 size_t n, unsigned w, int rot, unsigned coders, lmc_frame_stats* st)
 {
@@ -258,7 +261,7 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         const uint8_t* const rr = r + b * w;
         size_t const worst = 2 + w * (1 + m);    /* GROUPED of RAW blocks */
         size_t rc_est = SIZE_MAX, g_est;
-        size_t const clear = m >= 8192 ? 64 : 32;   /* sampled (sample_estimates) or whole */
+        size_t const clear = m >= 8192 ? 128 : 32;   /* sampled (sample_estimates) or whole */
         vblock_estimates e;
         if (lean) {
             rc_est = lmc_refctx_prepare(&ws->rc, s, rr, m, w);
