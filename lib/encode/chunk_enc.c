@@ -18,20 +18,26 @@
  * than 4 KiB waits for the next call (last: not), so that each update is
  * long enough for the vector loop; XXH3's streaming form gives the one-shot
  * hash of the same bytes. */
-static void content_hash_upto(lmc_chunk_ws* ws, const uint8_t* upto, int last)
+static void hash_upto(lmc_hash_cursor* hc, const uint8_t* upto, int last)
 {
-    size_t const n = (size_t)(upto - ws->ch_base);
-    if (n <= ws->ch_done || n - ws->ch_done < (last ? 1u : 4096u)) return;
-    lmc_hstate_update(ws->chs, ws->ch_base + ws->ch_done, n - ws->ch_done);
-    ws->ch_done = n;
+    size_t const n = (size_t)(upto - hc->base);
+    if (n <= hc->done || n - hc->done < (last ? 1u : 4096u)) return;
+    lmc_hstate_update(hc->st, hc->base + hc->done, n - hc->done);
+    hc->done = n;
 }
 
-static void payload_hash_upto(lmc_chunk_ws* ws, const uint8_t* upto, int last)
+/* A value block coded: the content up to its end, the payload up to p. */
+static void hash_block(lmc_chunk_ws* ws, const uint8_t* content_end, const uint8_t* p)
 {
-    size_t const n = (size_t)(upto - ws->ph_base);
-    if (n <= ws->ph_done || n - ws->ph_done < (last ? 1u : 4096u)) return;
-    lmc_hstate_update(ws->phs, ws->ph_base + ws->ph_done, n - ws->ph_done);
-    ws->ph_done = n;
+    hash_upto(&ws->content_hash, content_end, 0);
+    hash_upto(&ws->payload_hash, p, 0);
+}
+
+static void hash_begin(lmc_hash_cursor* hc, const uint8_t* base)
+{
+    XXH3_64bits_reset(hc->st);
+    hc->base = base;
+    hc->done = 0;
 }
 
 static uint8_t* encode_stream(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* s, size_t n, unsigned coders,
@@ -285,8 +291,7 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
             if (sz) {
                 add_block_stat(st, LMC_CODER_REFCTX, m * w, sz);
                 p += sz;
-                content_hash_upto(ws, s + m * w, 0);
-                payload_hash_upto(ws, p, 0);
+                hash_block(ws, s + m * w, p);
                 continue;
             }
         }
@@ -301,8 +306,7 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
                 memcpy(p, ws->vtmp, rsz);
                 add_block_stat(st, LMC_CODER_REFCTX, m * w, rsz);
                 p += rsz;
-                content_hash_upto(ws, s + m * w, 0);
-                payload_hash_upto(ws, p, 0);
+                hash_block(ws, s + m * w, p);
                 continue;
             }
         }
@@ -310,8 +314,7 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
             st->blocks[c] += gst.blocks[c]; st->block_in[c] += gst.block_in[c]; st->block_out[c] += gst.block_out[c];
         }
         p += gsz;
-        content_hash_upto(ws, s + m * w, 0);
-        payload_hash_upto(ws, p, 0);
+        hash_block(ws, s + m * w, p);
     }
     ws->lean = lean;
     return p;
@@ -399,10 +402,8 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     uint8_t* p = dst + LMC_CHUNK_HDR_SIZE;
     uint8_t* const room_end = dst + dst_cap - LMC_BLOCK_SLACK;
     int overflow = 0;
-    XXH3_64bits_reset(ws->chs);
-    XXH3_64bits_reset(ws->phs);
-    ws->ch_base = content; ws->ch_done = 0;
-    ws->ph_base = p; ws->ph_done = 0;
+    hash_begin(&ws->content_hash, content);
+    hash_begin(&ws->payload_hash, p);
     ws->lean = 0;   /* a chunk's bytes must not depend on which chunk its thread coded before */
     for (size_t i = 0; i < npieces; i++) {
         /* worst case of a piece: header, every block RAW (1 + m), the tail */
@@ -415,8 +416,7 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     if (overflow || total - LMC_CHUNK_HDR_SIZE > lmc_chunk_payload_limit(size)) {
         memset(&local, 0, sizeof(local));
         total = encode_stored(dst, content, size);
-        XXH3_64bits_reset(ws->phs);   /* the payload was written again */
-        ws->ph_done = 0;
+        hash_begin(&ws->payload_hash, dst + LMC_CHUNK_HDR_SIZE);   /* the payload was written again */
         local.pieces = 1;
         local.blocks[LMC_CODER_RAW] = (size + LMC_BLOCK_MAX - 1) / LMC_BLOCK_MAX;
         local.block_in[LMC_CODER_RAW] = size;
@@ -427,10 +427,10 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     size_t const payload = total - LMC_CHUNK_HDR_SIZE;
     lmc_wr32(dst, (uint32_t)size);
     lmc_wr32(dst + 4, (uint32_t)payload);
-    payload_hash_upto(ws, dst + total, 1);
-    lmc_wr32(dst + 8, (uint32_t)XXH3_64bits_digest(ws->phs));
-    content_hash_upto(ws, content + size, 1);
-    uint64_t const h = XXH3_64bits_digest(ws->chs);
+    hash_upto(&ws->payload_hash, dst + total, 1);
+    lmc_wr32(dst + 8, (uint32_t)XXH3_64bits_digest(ws->payload_hash.st));
+    hash_upto(&ws->content_hash, content + size, 1);
+    uint64_t const h = XXH3_64bits_digest(ws->content_hash.st);
     lmc_wr32(dst + 12, (uint32_t)h);
     *content_hash = h;
     st->pieces += local.pieces; st->pieces_xor += local.pieces_xor; st->pieces_rotated += local.pieces_rotated;

@@ -10,6 +10,11 @@
 #include "refctx_enc.h"
 #include "hash.h"
 
+/* A running XXH3 hash of bytes from base on, done of them hashed so far;
+ * st is created by the workspace's owner with XXH3_createState(), which
+ * aligns it as XXH3's vector loops need. */
+typedef struct { XXH3_state_t* st; const uint8_t* base; size_t done; } lmc_hash_cursor;
+
 typedef struct {
     lmc_block_ws blk;
     lmc_refctx_ws rc;
@@ -19,15 +24,9 @@ typedef struct {
     uint8_t*     streams;      /* grouped bytes of the current piece */
     size_t       streams_cap;
     int          lean;         /* REFCTX won the chunk's last value block by a wide margin (chunk_enc.c) */
-    /* the chunk's content and payload hashed as they are coded (chunk_enc.c,
-     * content_hash_upto); created by the caller with XXH3_createState(),
-     * which aligns them as XXH3's vector loops need */
-    XXH3_state_t* chs;
-    XXH3_state_t* phs;
-    const uint8_t* ch_base;    /* content hashed up to ch_base + ch_done */
-    size_t       ch_done;
-    const uint8_t* ph_base;    /* payload hashed up to ph_base + ph_done */
-    size_t       ph_done;
+    /* the chunk's content and payload, hashed as they are coded (chunk_enc.c,
+     * hash_upto) */
+    lmc_hash_cursor content_hash, payload_hash;
 } lmc_chunk_ws;
 
 /* Bound of a whole chunk (header included) of `content` bytes. */

@@ -95,7 +95,11 @@ lmc_cctx* lmc_cctx_create(void)
 static void free_jobs(lmc_cctx* c)
 {
     for (unsigned i = 0; i < c->nwss; i++) {
-        if (c->wss[i]) { free(c->wss[i]->streams); XXH3_freeState(c->wss[i]->chs); XXH3_freeState(c->wss[i]->phs); }
+        if (c->wss[i]) {
+            free(c->wss[i]->streams);
+            XXH3_freeState(c->wss[i]->content_hash.st);
+            XXH3_freeState(c->wss[i]->payload_hash.st);
+        }
         free(c->wss[i]);
     }
     free(c->wss);
@@ -213,9 +217,9 @@ static size_t alloc_jobs(lmc_cctx* c, unsigned nj)
         LMC_RETURN_IF(!ws, MEMORY);
         ws->streams = (uint8_t*)malloc(cm);
         ws->streams_cap = cm;
-        ws->chs = XXH3_createState();
-        ws->phs = XXH3_createState();
-        LMC_RETURN_IF(!ws->streams || !ws->chs || !ws->phs, MEMORY);
+        ws->content_hash.st = XXH3_createState();
+        ws->payload_hash.st = XXH3_createState();
+        LMC_RETURN_IF(!ws->streams || !ws->content_hash.st || !ws->payload_hash.st, MEMORY);
     }
     for (unsigned i = 0; i < c->njobs; i++) {
         enc_job* const j = &c->jobs[i];
