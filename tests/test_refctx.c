@@ -104,9 +104,11 @@ static size_t roundtrip(rc_state* s, size_t m, unsigned w)
     return sz;
 }
 
-/* K_FEWWORDS (outside the round-trip loop): most magnitudes move by
- * 2^9..2^10-1, one token, so a block with many raw bits and few rANS words */
-enum { K_SAME, K_SMALL, K_CROSS, K_EXTREME, K_RANDOM, K_SPARSE, K_COUNT, K_FEWWORDS = K_COUNT };
+/* Outside the round-trip loop: K_FEWWORDS, most magnitudes move by
+ * 2^9..2^10-1, one token, so a block with many raw bits and few rANS words;
+ * K_RARE, one value in about 300 moves by a few ulps (a late-training bf16
+ * delta), so a block of 4 states with few words and few raw bits */
+enum { K_SAME, K_SMALL, K_CROSS, K_EXTREME, K_RANDOM, K_SPARSE, K_COUNT, K_FEWWORDS = K_COUNT, K_RARE };
 
 static void fill(rc_state* s, size_t m, unsigned w, int kind, uint64_t seed)
 {
@@ -142,6 +144,9 @@ static void fill(rc_state* s, size_t m, unsigned w, int kind, uint64_t seed)
             break;
         case K_FEWWORDS:
             cur = ref + (tu_next(&r) % 16 ? 512 + (uint32_t)(tu_next(&r) % 512) : (uint32_t)(tu_next(&r) % 64));
+            break;
+        case K_RARE:
+            cur = tu_next(&r) % 300 ? ref : ref + 1 + (uint32_t)(tu_next(&r) % 7);
             break;
         default:
             ref = (uint32_t)tu_next(&r) & mask;
@@ -538,6 +543,64 @@ static void test_raw_length(void** state)
     assert_int_equal(tried, 4);
 }
 
+/* The word stream's length of the block at s->buf (kind and size first). */
+static size_t block_words(const uint8_t* buf, size_t z, unsigned w)
+{
+    const uint8_t* const blk = buf + 4;
+    size_t const n = z - 4;
+    unsigned const G = blk[0] & 0x7Fu, states = (blk[0] & 0x80u) ? 32 : 4;
+    size_t pos = 1 + (G - 1u);
+    uint16_t f[LMC_REFCTX_ALPHA_MAX];
+    for (unsigned g = 0; g < G; g++) {
+        size_t const t = lmc_freq_read(f, lmc_refctx_alpha(w), blk + pos, n - pos);
+        assert_false(lmc_is_error(t));
+        pos += t;
+    }
+    pos += 4 * states;
+    return n - (pos + 4 + lmc_rd32(blk + pos));
+}
+
+/* Sparse blocks (4 states, at most one word per 32 tokens), which the
+ * decoder reads with a loop of its own (renormalisation as a branch): they
+ * round-trip in every CPU mode (roundtrip), every cut into the word stream
+ * is refused, and so is a word too many. */
+static void test_sparse_blocks(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    size_t const sizes[] = { LMC_VBLOCK_MAX, 40000, 9001 };
+    int tried = 0;
+    for (unsigned w = 2; w <= 4; w += 2)
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+            size_t const m = sizes[k];
+            fill(s, m, w, K_RARE, 31 * k + w);
+            size_t const z = roundtrip(s, m, w);
+            (void)lmc_refctx_prepare(s->enc, s->cur, s->ref, m, w);
+            assert_int_equal(lmc_refctx_encode(s->enc, s->buf, BUFCAP), z);
+            assert_false(s->buf[4] & LMC_REFCTX_WIDE);
+            size_t const nw = block_words(s->buf, z, w) / 2;
+            assert_true(nw >= 2 && nw * 32 <= m);
+            uint8_t* const blk = (uint8_t*)tu_xmalloc(z - 4 + 2);
+            memcpy(blk, s->buf + 4, z - 4);
+            for (size_t mode = 0; mode < NMODES; mode++) {
+                lmc_cpu_restrict(cpu_modes[mode]);
+                assert_int_equal(lmc_refctx_decode(s->dec, s->out, m, w, s->ref, blk, z - 4), 0);
+                assert_memory_equal(s->out, s->cur, m * w);
+                for (size_t cut = 1; cut <= 2 * nw; cut++) {
+                    uint8_t* const part = (uint8_t*)tu_xmalloc(z - 4 - cut);
+                    memcpy(part, blk, z - 4 - cut);
+                    assert_true(lmc_is_error(lmc_refctx_decode(s->dec, s->out, m, w, s->ref, part, z - 4 - cut)));
+                    free(part);
+                }
+                blk[z - 4] = 0x12; blk[z - 3] = 0x34;
+                assert_int_equal(lmc_refctx_decode(s->dec, s->out, m, w, s->ref, blk, z - 2), LMC_ERR(CORRUPT));
+            }
+            lmc_cpu_restrict(~0u);
+            free(blk);
+            tried++;
+        }
+    assert_int_equal(tried, 6);
+}
+
 /* Frames: float deltas use REFCTX unless the coder mask or a forced layout says no. */
 /* The AVX-512 encoder divides by f through a computed 1/f (an estimate and
  * two Newton steps); q = x div f is exact only while that is within 2^-52
@@ -639,6 +702,7 @@ int main(void)
         cmocka_unit_test(test_handmade),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_raw_length),
+        cmocka_unit_test(test_sparse_blocks),
         cmocka_unit_test(test_reciprocal),
         cmocka_unit_test(test_frame_choice),
     };

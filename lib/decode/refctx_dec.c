@@ -1389,6 +1389,52 @@ static void wide_tables_vbmi(lmc_refctx_dws* ws, unsigned G, unsigned alpha)
 }
 #endif
 
+/* A narrow block with few words against its values: a sparse delta, whose
+ * states renormalise about once in 32 tokens or less often. */
+LMC_FORCE_INLINE int sparse_block(const block_state* bs, size_t m)
+{
+    return !bs->wide && (size_t)(bs->wend - bs->wp) / 2 * 32 <= m;
+}
+
+/* Pass 1 of a sparse block: renormalisation as a branch, which then almost
+ * always goes the same way. renorm_fast's conditional move makes each
+ * state's update wait on the word index, so on the updates of the three
+ * other states (the index moves with each); a predicted branch does not,
+ * and the four states' chains overlap. */
+LMC_FORCE_INLINE size_t decode_tokens_sparse(lmc_refctx_dws* ws, size_t m, const uint8_t* ref, uint32_t x[4],
+                                             const uint8_t** wpp, const uint8_t* wend, unsigned bits)
+{
+    unsigned const w = bits / 8;
+    uint8_t* const tok = ws->tok;
+    const uint8_t* wp = *wpp;
+    uint32_t xs[4] = { x[0], x[1], x[2], x[3] };
+    size_t i = 0;
+#define SPARSE_STEP(k)                                                                       \
+    do {                                                                                     \
+        tok[i + (k)] = (uint8_t)decode_token(ws, &xs[k], ref + (i + (k)) * w, bits);         \
+        if (LMC_UNLIKELY(xs[k] < LMC_ANS_L)) {                                               \
+            LMC_RETURN_IF(wend - wp < 2, CORRUPT);                                           \
+            xs[k] = (xs[k] << 16) | lmc_rd16(wp);                                            \
+            wp += 2;                                                                         \
+        }                                                                                    \
+    } while (0)
+    for (; i + 4 <= m; i += 4) { SPARSE_STEP(0); SPARSE_STEP(1); SPARSE_STEP(2); SPARSE_STEP(3); }
+#undef SPARSE_STEP
+    x[0] = xs[0]; x[1] = xs[1]; x[2] = xs[2]; x[3] = xs[3];
+    *wpp = wp;
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_ANS_STATES);
+}
+
+static size_t decode_sparse(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w, const uint8_t* ref, block_state* bs)
+{
+    if (w == 2) LMC_FORWARD(decode_tokens_sparse(ws, m, ref, bs->x, &bs->wp, bs->wend, 16));
+    else        LMC_FORWARD(decode_tokens_sparse(ws, m, ref, bs->x, &bs->wp, bs->wend, 32));
+#if LMC_REFCTX_AVX512
+    if (lmc_cpu_has_avx512()) return apply_wide_avx512(ws, dst, m, ref, &bs->rb, w);
+#endif
+    return apply_block(ws, dst, m, ref, &bs->rb, w);
+}
+
 /* Passes 1 and 2 of a block, with the best instructions at hand. */
 static size_t block_body(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w, const uint8_t* ref, block_state* bs)
 {
@@ -1418,6 +1464,8 @@ static size_t block_body(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w,
             r = decode_tokens_wide(ws, 0, m, ref, x, &bs->wp, bs->wend, 8 * w, lmc_cpu_has_avx2_asm());
             if (!lmc_is_error(r)) r = apply_block(ws, dst, m, ref, &bs->rb, w);
         }
+    } else if (sparse_block(bs, m)) {
+        r = decode_sparse(ws, dst, m, w, ref, bs);
     } else
 #if LMC_REFCTX_AVX2
     if (lmc_cpu_has_avx2())
