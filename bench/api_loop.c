@@ -7,6 +7,7 @@
  *   build/bench/api_loop NEW REF c|d [runs [threads]]     (default 30 runs, 1 thread)
  *   OUT=frame.lmc build/bench/api_loop NEW REF c           (also writes the frame)
  *   build/bench/api_loop NEW none c|d ...                   (no reference: a keyframe)
+ *   DTYPE=bf16 build/bench/api_loop NEW.raw REF.raw c       (raw input of that dtype: bf16, f16, f32)
  */
 #include "lmc.h"
 #include <stdio.h>
@@ -55,6 +56,13 @@ int main(int argc, char** argv)
     lmc_dctx* const d = lmc_dctx_create();
     if (!frame || !back || !c || !d) { fprintf(stderr, "out of memory\n"); return 2; }
     lmc_cctx_set_param(c, LMC_P_THREADS, threads);
+    const char* const dt = getenv("DTYPE");
+    if (dt) {
+        int const t = !strcmp(dt, "bf16") ? LMC_DTYPE_BF16 : !strcmp(dt, "f16") ? LMC_DTYPE_F16 : !strcmp(dt, "f32") ? LMC_DTYPE_F32 : -1;
+        if (t < 0) { fprintf(stderr, "DTYPE: bf16, f16 or f32\n"); return 2; }
+        lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_RAW);
+        lmc_cctx_set_param(c, LMC_P_DTYPE, t);
+    }
     lmc_dctx_set_param(d, LMC_D_THREADS, threads);
     uint64_t const rh = keyframe ? 0 : lmc_hash64(ref, rn);
     if (!keyframe) lmc_cctx_set_ref_hashed(c, ref, rn, rh);

@@ -65,14 +65,16 @@ static void hash_upto(hash_cursor* hc, size_t upto, int last)
     hc->done = upto;
 }
 
-/* Where the CPU decodes two REFCTX blocks at once (lmc_refctx_decode_pair),
- * a wide REFCTX block (32 states) waits here for the next wide one of the
- * chunk, in its piece or a later one, so that tensors of one block pair up
- * too; the content hash stops at the held block's start until it is
- * decoded. */
+/* Two REFCTX blocks of a class (lmc_refctx_pair_class: wide ones where
+ * the CPU has AVX-512, sparse ones anywhere) decode faster together
+ * (lmc_refctx_decode_pair): such a block waits here for the next one of
+ * its class in the chunk, in its piece or a later one, so that tensors of
+ * one block pair up too; the content hash stops at the held block's start
+ * until it is decoded. */
 typedef struct {
     lmc_refctx_job job;
     unsigned w;
+    int cls;
     size_t end;     /* content offset of the block's end */
     int held;
 } held_block;
@@ -93,14 +95,15 @@ static size_t refctx_block(lmc_chunk_dws* ws, held_block* hb, hash_cursor* hc, u
                            size_t at)
 {
     size_t const end = at + job->m * w;
-    /* a narrow block (4 states: a small tensor's) goes now, alone; the
-     * held one waits on for a wide partner */
-    if (!lmc_refctx_pairs() || !job->size || !(job->src[0] & LMC_REFCTX_WIDE)) {
+    /* a block of no class (a small tensor's) goes now, alone; the held
+     * one waits on for a partner */
+    int const cls = lmc_refctx_pair_class(job);
+    if (!cls) {
         LMC_FORWARD(lmc_refctx_decode(&ws->rc, job->dst, job->m, w, job->ref, job->src, job->size));
         hash_upto(hc, end, 0);
         return 0;
     }
-    if (hb->held && hb->w == w) {
+    if (hb->held && hb->w == w && hb->cls == cls) {
         hb->held = 0;
         hc->limit = SIZE_MAX;
         LMC_FORWARD(lmc_refctx_decode_pair(&ws->rc, &ws->rc2, w, &hb->job, job));
@@ -110,6 +113,7 @@ static size_t refctx_block(lmc_chunk_dws* ws, held_block* hb, hash_cursor* hc, u
     LMC_FORWARD(flush_held(ws, hb, hc));
     hb->job = *job;
     hb->w = w;
+    hb->cls = cls;
     hb->end = end;
     hb->held = 1;
     hc->limit = at;

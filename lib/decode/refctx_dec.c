@@ -1396,43 +1396,105 @@ LMC_FORCE_INLINE int sparse_block(const block_state* bs, size_t m)
     return !bs->wide && (size_t)(bs->wend - bs->wp) / 2 * 32 <= m;
 }
 
-/* Pass 1 of a sparse block: renormalisation as a branch, which then almost
- * always goes the same way. renorm_fast's conditional move makes each
- * state's update wait on the word index, so on the updates of the three
- * other states (the index moves with each); a predicted branch does not,
- * and the four states' chains overlap. */
-LMC_FORCE_INLINE size_t decode_tokens_sparse(lmc_refctx_dws* ws, size_t m, const uint8_t* ref, uint32_t x[4],
-                                             const uint8_t** wpp, const uint8_t* wend, unsigned bits)
-{
-    unsigned const w = bits / 8;
-    uint8_t* const tok = ws->tok;
-    const uint8_t* wp = *wpp;
-    uint32_t xs[4] = { x[0], x[1], x[2], x[3] };
-    size_t i = 0;
-#define SPARSE_STEP(k)                                                                       \
+/* One token of a sparse block: renormalisation as a branch, which then
+ * almost always goes the same way. renorm_fast's conditional move makes
+ * each state's update wait on the word index, so on the updates of the
+ * three other states (the index moves with each); a predicted branch does
+ * not, and the four states' chains overlap. */
+#define SPARSE_STEP(WS, TOK, X, REF, WP, WEND, n)                                            \
     do {                                                                                     \
-        tok[i + (k)] = (uint8_t)decode_token(ws, &xs[k], ref + (i + (k)) * w, bits);         \
-        if (LMC_UNLIKELY(xs[k] < LMC_ANS_L)) {                                               \
-            LMC_RETURN_IF(wend - wp < 2, CORRUPT);                                           \
-            xs[k] = (xs[k] << 16) | lmc_rd16(wp);                                            \
-            wp += 2;                                                                         \
+        (TOK)[n] = (uint8_t)decode_token(WS, &(X), (REF) + (n) * (bits / 8), bits);         \
+        if (LMC_UNLIKELY((X) < LMC_ANS_L)) {                                                 \
+            LMC_RETURN_IF((WEND) - (WP) < 2, CORRUPT);                                       \
+            (X) = ((X) << 16) | lmc_rd16(WP);                                                \
+            (WP) += 2;                                                                       \
         }                                                                                    \
     } while (0)
-    for (; i + 4 <= m; i += 4) { SPARSE_STEP(0); SPARSE_STEP(1); SPARSE_STEP(2); SPARSE_STEP(3); }
-#undef SPARSE_STEP
-    x[0] = xs[0]; x[1] = xs[1]; x[2] = xs[2]; x[3] = xs[3];
+
+/* Pass 1 of a sparse block from token i (a multiple of 4) on. */
+LMC_FORCE_INLINE size_t decode_tokens_sparse(lmc_refctx_dws* ws, size_t i, size_t m, const uint8_t* ref, uint32_t x[4],
+                                             const uint8_t** wpp, const uint8_t* wend, unsigned bits)
+{
+    uint8_t* const tok = ws->tok;
+    const uint8_t* wp = *wpp;
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+    for (; i + 4 <= m; i += 4) {
+        SPARSE_STEP(ws, tok, x0, ref, wp, wend, i);
+        SPARSE_STEP(ws, tok, x1, ref, wp, wend, i + 1);
+        SPARSE_STEP(ws, tok, x2, ref, wp, wend, i + 2);
+        SPARSE_STEP(ws, tok, x3, ref, wp, wend, i + 3);
+    }
+    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     *wpp = wp;
     return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_ANS_STATES);
 }
 
-static size_t decode_sparse(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w, const uint8_t* ref, block_state* bs)
+/* Pass 1 of two sparse blocks in step, as far as both go (m tokens, a
+ * multiple of 4): one block's four chains of dependent loads leave the
+ * core idle, the other's fill it. */
+LMC_FORCE_INLINE size_t decode_tokens_sparse_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, size_t m,
+                                                  const uint8_t* ref0, const uint8_t* ref1, block_state* b0,
+                                                  block_state* b1, unsigned bits)
 {
-    if (w == 2) LMC_FORWARD(decode_tokens_sparse(ws, m, ref, bs->x, &bs->wp, bs->wend, 16));
-    else        LMC_FORWARD(decode_tokens_sparse(ws, m, ref, bs->x, &bs->wp, bs->wend, 32));
+    uint8_t* const tok0 = ws0->tok;
+    uint8_t* const tok1 = ws1->tok;
+    const uint8_t *wp0 = b0->wp, *wp1 = b1->wp;
+    const uint8_t* const wend0 = b0->wend;
+    const uint8_t* const wend1 = b1->wend;
+    uint32_t x0 = b0->x[0], x1 = b0->x[1], x2 = b0->x[2], x3 = b0->x[3];
+    uint32_t y0 = b1->x[0], y1 = b1->x[1], y2 = b1->x[2], y3 = b1->x[3];
+    for (size_t i = 0; i < m; i += 4) {
+        SPARSE_STEP(ws0, tok0, x0, ref0, wp0, wend0, i);
+        SPARSE_STEP(ws1, tok1, y0, ref1, wp1, wend1, i);
+        SPARSE_STEP(ws0, tok0, x1, ref0, wp0, wend0, i + 1);
+        SPARSE_STEP(ws1, tok1, y1, ref1, wp1, wend1, i + 1);
+        SPARSE_STEP(ws0, tok0, x2, ref0, wp0, wend0, i + 2);
+        SPARSE_STEP(ws1, tok1, y2, ref1, wp1, wend1, i + 2);
+        SPARSE_STEP(ws0, tok0, x3, ref0, wp0, wend0, i + 3);
+        SPARSE_STEP(ws1, tok1, y3, ref1, wp1, wend1, i + 3);
+    }
+    b0->x[0] = x0; b0->x[1] = x1; b0->x[2] = x2; b0->x[3] = x3;
+    b1->x[0] = y0; b1->x[1] = y1; b1->x[2] = y2; b1->x[3] = y3;
+    b0->wp = wp0;
+    b1->wp = wp1;
+    return 0;
+}
+#undef SPARSE_STEP
+
+/* Pass 2 of a sparse block (any pass 2 would do; these are the fastest). */
+static size_t apply_sparse(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w, const uint8_t* ref, block_state* bs)
+{
 #if LMC_REFCTX_AVX512
     if (lmc_cpu_has_avx512()) return apply_wide_avx512(ws, dst, m, ref, &bs->rb, w);
 #endif
     return apply_block(ws, dst, m, ref, &bs->rb, w);
+}
+
+static size_t decode_sparse(lmc_refctx_dws* ws, uint8_t* dst, size_t m, unsigned w, const uint8_t* ref, block_state* bs)
+{
+    if (w == 2) LMC_FORWARD(decode_tokens_sparse(ws, 0, m, ref, bs->x, &bs->wp, bs->wend, 16));
+    else        LMC_FORWARD(decode_tokens_sparse(ws, 0, m, ref, bs->x, &bs->wp, bs->wend, 32));
+    return apply_sparse(ws, dst, m, w, ref, bs);
+}
+
+/* Two sparse blocks: pass 1 in step as far as both go, then each alone. */
+static size_t decode_sparse_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, unsigned w, const lmc_refctx_job* a,
+                                 const lmc_refctx_job* b, block_state* b0, block_state* b1)
+{
+    size_t const m = LMC_MIN(a->m, b->m) & ~(size_t)3;
+    if (w == 2) {
+        LMC_FORWARD(decode_tokens_sparse_pair(ws0, ws1, m, a->ref, b->ref, b0, b1, 16));
+        LMC_FORWARD(decode_tokens_sparse(ws0, m, a->m, a->ref, b0->x, &b0->wp, b0->wend, 16));
+        LMC_FORWARD(decode_tokens_sparse(ws1, m, b->m, b->ref, b1->x, &b1->wp, b1->wend, 16));
+    } else {
+        LMC_FORWARD(decode_tokens_sparse_pair(ws0, ws1, m, a->ref, b->ref, b0, b1, 32));
+        LMC_FORWARD(decode_tokens_sparse(ws0, m, a->m, a->ref, b0->x, &b0->wp, b0->wend, 32));
+        LMC_FORWARD(decode_tokens_sparse(ws1, m, b->m, b->ref, b1->x, &b1->wp, b1->wend, 32));
+    }
+    LMC_FORWARD(apply_sparse(ws0, a->dst, a->m, w, a->ref, b0));
+    LMC_FORWARD(block_end(b0));
+    LMC_FORWARD(apply_sparse(ws1, b->dst, b->m, w, b->ref, b1));
+    return block_end(b1);
 }
 
 /* Passes 1 and 2 of a block, with the best instructions at hand. */
@@ -1543,6 +1605,24 @@ size_t lmc_refctx_decode_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, unsigned
         return block_end(&b1);
     }
 #endif
+    if (a->size && b->size && !((a->src[0] | b->src[0]) & LMC_REFCTX_WIDE)) {
+        block_state b0, b1;
+        LMC_FORWARD(block_begin(ws0, w, a->src, a->size, &b0));
+        LMC_FORWARD(block_begin(ws1, w, b->src, b->size, &b1));
+        if (sparse_block(&b0, a->m) && sparse_block(&b1, b->m)) return decode_sparse_pair(ws0, ws1, w, a, b, &b0, &b1);
+        LMC_FORWARD(block_body(ws0, a->dst, a->m, w, a->ref, &b0));
+        LMC_FORWARD(block_end(&b0));
+        LMC_FORWARD(block_body(ws1, b->dst, b->m, w, b->ref, &b1));
+        return block_end(&b1);
+    }
     LMC_FORWARD(lmc_refctx_decode(ws0, a->dst, a->m, w, a->ref, a->src, a->size));
     return lmc_refctx_decode(ws1, b->dst, b->m, w, b->ref, b->src, b->size);
+}
+
+int lmc_refctx_pair_class(const lmc_refctx_job* job)
+{
+    if (!job->size) return 0;
+    if (job->src[0] & LMC_REFCTX_WIDE) return lmc_refctx_pairs();
+    /* at most a byte of block per 16 values: its words, at most one per 32 tokens (sparse_block) */
+    return job->size * 16 <= job->m ? 2 : 0;
 }

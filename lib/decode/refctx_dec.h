@@ -78,9 +78,16 @@ typedef struct {
 } lmc_refctx_job;
 
 /* Two blocks of values of w bytes, a workspace each: the same result as
- * lmc_refctx_decode on a, then on b, faster where both are wide (their
- * token loops run interleaved, as far as the shorter one goes). */
+ * lmc_refctx_decode on a, then on b, faster where both are wide (32 states)
+ * or both sparse (4 states, few words): their token loops run interleaved,
+ * as far as the shorter one goes. */
 size_t lmc_refctx_decode_pair(lmc_refctx_dws* ws0, lmc_refctx_dws* ws1, unsigned w, const lmc_refctx_job* a,
                               const lmc_refctx_job* b);
+
+/* Which blocks lmc_refctx_decode_pair speeds up together: 0 for a block
+ * best decoded alone now, else a class (wide where lmc_refctx_pairs, or
+ * sparse by its size) whose blocks should be paired with each other. Read
+ * from the block's first byte and size only; the pair checks the rest. */
+int lmc_refctx_pair_class(const lmc_refctx_job* job);
 
 #endif
