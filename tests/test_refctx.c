@@ -578,9 +578,10 @@ static size_t block_words(const uint8_t* buf, size_t z, unsigned w)
 }
 
 /* Sparse blocks (4 states, at most one word per 32 tokens), which the
- * decoder reads with a loop of its own (renormalisation as a branch): they
- * round-trip in every CPU mode (roundtrip), every cut into the word stream
- * is refused, and so is a word too many. */
+ * encoder and decoder code with loops of their own (renormalisation as a
+ * branch): the encoder's gives the general loop's bytes, they round-trip in
+ * every CPU mode (roundtrip), every cut into the word stream is refused,
+ * and so is a word too many. */
 static void test_sparse_blocks(void** state)
 {
     rc_state* const s = (rc_state*)*state;
@@ -592,8 +593,15 @@ static void test_sparse_blocks(void** state)
             fill(s, m, w, K_RARE, 31 * k + w);
             size_t const z = roundtrip(s, m, w);
             (void)lmc_refctx_prepare(s->enc, s->cur, s->ref, m, w);
+            assert_true(s->enc->sparse);
             assert_int_equal(lmc_refctx_encode(s->enc, s->buf, BUFCAP), z);
             assert_false(s->buf[4] & LMC_REFCTX_WIDE);
+            /* the encoder's loop for sparse blocks writes what the general one does */
+            uint8_t* const general = (uint8_t*)tu_xmalloc(z + 64);   /* 8 bytes of slack needed */
+            s->enc->sparse = 0;
+            assert_int_equal(lmc_refctx_encode(s->enc, general, z), z);
+            assert_memory_equal(general, s->buf, z);
+            free(general);
             size_t const nw = block_words(s->buf, z, w) / 2;
             assert_true(nw >= 2 && nw * 32 <= m);
             uint8_t* const blk = (uint8_t*)tu_xmalloc(z - 4 + 2);

@@ -600,6 +600,7 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
     }
     size += (size_t)(bits / 8) + 2;
     ws->states = size >= LMC_REFCTX_WIDE_MIN ? LMC_REFCTX_STATES_WIDE : LMC_ANS_STATES;
+    ws->sparse = size * 16 <= m;
     return size + 4 * ws->states;
 }
 
@@ -697,6 +698,34 @@ LMC_FORCE_INLINE size_t rc_rounds(const lmc_refctx_ws* ws, size_t i, uint32_t* x
     x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     return nk;
 }
+
+/* rc_rounds for a sparse block (few words: ws->sparse): the word out as a
+ * branch, which then almost always goes the same way, instead of a word
+ * stored for every token. */
+#define RC_PUT_SPARSE(xs, i)                                                                 \
+    do {                                                                                     \
+        size_t const k_ = key[i];                                                            \
+        if (LMC_UNLIKELY((xs) > ws->exm[k_])) {                                              \
+            lmc_wr16(wp + 2 * (ptrdiff_t)nk, (uint16_t)(xs));                                \
+            (xs) >>= 16;                                                                     \
+            nk--;                                                                            \
+        }                                                                                    \
+        uint32_t const q_ = RC_QUOT(xs, k_);                                                 \
+        (xs) += ws->ebias[k_];                                                               \
+        (xs) += q_ * ws->ecmpl[k_];                                                          \
+    } while (0)
+LMC_FORCE_INLINE size_t rc_rounds_sparse(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
+{
+    const uint16_t* const key = ws->key;
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+    while (i) {
+        i -= 4;
+        RC_PUT_SPARSE(x3, i + 3); RC_PUT_SPARSE(x2, i + 2); RC_PUT_SPARSE(x1, i + 1); RC_PUT_SPARSE(x0, i);
+    }
+    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
+    return nk;
+}
+#undef RC_PUT_SPARSE
 
 /* 32 states: tokens [0, i) backwards (i a multiple of 32), four states at a
  * time in registers, in the same order as 32 states one token at a time. */
@@ -806,13 +835,17 @@ LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size
 #endif
 
 static size_t rc_rounds_plain(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
-{ return ws->states == LMC_ANS_STATES ? rc_rounds(ws, i, x, wp, nk, 16) : rc_rounds32(ws, i, x, wp, nk, 16); }
+{
+    if (ws->states == LMC_ANS_STATES) return ws->sparse ? rc_rounds_sparse(ws, i, x, wp, nk) : rc_rounds(ws, i, x, wp, nk, 16);
+    return rc_rounds32(ws, i, x, wp, nk, 16);
+}
 #if LMC_HAS_BMI2_DISPATCH
 LMC_TARGET_BMI2 static size_t rc_rounds_bmi2(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
 {
     unsigned sh16 = 16;
     __asm__("" : "+r"(sh16));
-    return ws->states == LMC_ANS_STATES ? rc_rounds(ws, i, x, wp, nk, sh16) : rc_rounds32(ws, i, x, wp, nk, sh16);
+    if (ws->states == LMC_ANS_STATES) return ws->sparse ? rc_rounds_sparse(ws, i, x, wp, nk) : rc_rounds(ws, i, x, wp, nk, sh16);
+    return rc_rounds32(ws, i, x, wp, nk, sh16);
 }
 #endif
 
