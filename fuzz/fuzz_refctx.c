@@ -5,9 +5,9 @@
  * reference values come from a fixed generator (weights-like exponents), so
  * the input is all block. The decoder must never read past the block or the
  * m reference values, nor write past dst + m*w. Then the same bytes as both
- * blocks of a pair (lmc_refctx_decode_pair: the token loops of two wide
- * blocks interleaved), the second read as m - (byte 0 bits 1-6) values,
- * with the same bounds on each.
+ * blocks of a pair (lmc_refctx_decode_pair: the token loops of two wide,
+ * or two sparse, blocks interleaved), the second read as m - (byte 0 bits
+ * 1-6) values, with the same bounds on each.
  */
 #include <stdint.h>
 #include <stdlib.h>
