@@ -95,10 +95,12 @@ static size_t refctx_block(lmc_chunk_dws* ws, held_block* hb, hash_cursor* hc, u
                            size_t at)
 {
     size_t const end = at + job->m * w;
-    /* a block of no class (a small tensor's) goes now, alone; the held
-     * one waits on for a partner */
+    /* a block of no class (a small tensor's) goes now, alone, and so does a
+     * sparse one while a wide one is held (an unchanged small tensor
+     * between two large ones must not break their pair); the held one
+     * waits on for a partner */
     int const cls = lmc_refctx_pair_class(job);
-    if (!cls) {
+    if (!cls || (cls == 2 && hb->held && hb->cls != cls)) {
         LMC_FORWARD(lmc_refctx_decode(&ws->rc, job->dst, job->m, w, job->ref, job->src, job->size));
         hash_upto(hc, end, 0);
         return 0;
