@@ -508,6 +508,22 @@ static void test_malformed(void** state)
     }
 }
 
+/* Where the raw stream's size lies in the block blk[0..n) (after the kind
+ * and size): after G (bit 7: 32 states), the bounds, G tables and the
+ * states. */
+static size_t raw_size_at(const uint8_t* blk, size_t n, unsigned w)
+{
+    unsigned const G = blk[0] & 0x7Fu, states = (blk[0] & 0x80u) ? 32 : 4;
+    size_t pos = 1 + (G - 1u);
+    uint16_t f[LMC_REFCTX_ALPHA_MAX];
+    for (unsigned g = 0; g < G; g++) {
+        size_t const t = lmc_freq_read(f, lmc_refctx_alpha(w), blk + pos, n - pos);
+        assert_false(lmc_is_error(t));
+        pos += t;
+    }
+    return pos + 4 * states;
+}
+
 /* A raw stream one byte short, or one byte long, fails as CORRUPT: for a
  * short stream (a sparse delta's, which the decoder copies in front of
  * zeros so that its vector loops can run to the end) and a long one (read
@@ -527,17 +543,7 @@ static void test_raw_length(void** state)
             assert_true(z > 4);
             const uint8_t* const blk = s->buf + 4;
             size_t const n = z - 4;
-            /* the fields before the raw stream: G (bit 7: 32 states), the bounds,
-             * G tables, the states */
-            unsigned const G = blk[0] & 0x7Fu, states = (blk[0] & 0x80u) ? 32 : 4;
-            size_t pos = 1 + (G - 1u);
-            uint16_t f[LMC_REFCTX_ALPHA_MAX];
-            for (unsigned g = 0; g < G; g++) {
-                size_t const t = lmc_freq_read(f, lmc_refctx_alpha(w), blk + pos, n - pos);
-                assert_false(lmc_is_error(t));
-                pos += t;
-            }
-            pos += 4 * states;
+            size_t const pos = raw_size_at(blk, n, w);
             size_t const raw = lmc_rd32(blk + pos);
             assert_true(raw > 0);
             if (kind == K_SPARSE) assert_true(raw < LMC_REFCTX_RAWPAD);
@@ -565,21 +571,11 @@ static void test_raw_length(void** state)
     assert_int_equal(tried, 4);
 }
 
-/* The word stream's length of the block at s->buf (kind and size first). */
+/* The word stream's length of the block at buf (kind and size first, z bytes in all). */
 static size_t block_words(const uint8_t* buf, size_t z, unsigned w)
 {
-    const uint8_t* const blk = buf + 4;
-    size_t const n = z - 4;
-    unsigned const G = blk[0] & 0x7Fu, states = (blk[0] & 0x80u) ? 32 : 4;
-    size_t pos = 1 + (G - 1u);
-    uint16_t f[LMC_REFCTX_ALPHA_MAX];
-    for (unsigned g = 0; g < G; g++) {
-        size_t const t = lmc_freq_read(f, lmc_refctx_alpha(w), blk + pos, n - pos);
-        assert_false(lmc_is_error(t));
-        pos += t;
-    }
-    pos += 4 * states;
-    return n - (pos + 4 + lmc_rd32(blk + pos));
+    size_t const pos = raw_size_at(buf + 4, z - 4, w);
+    return z - 4 - (pos + 4 + lmc_rd32(buf + 4 + pos));
 }
 
 /* Sparse blocks (4 states, at most one word per 32 tokens), which the

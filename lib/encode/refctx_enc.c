@@ -684,22 +684,7 @@ static void key_tables(lmc_refctx_ws* ws)
         (xs) += q_ * ws->ecmpl[k_];                                                          \
     } while (0)
 
-/* Tokens [0, i) backwards (i a multiple of 4), word k at wp - 2k; returns nk = -k.
- * sh16 is 16; the BMI2 copy hides that from the compiler, which then shifts
- * with shrx (no copy of the state first). */
-LMC_FORCE_INLINE size_t rc_rounds(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk, unsigned sh16)
-{
-    const uint16_t* const key = ws->key;
-    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
-    while (i) {
-        i -= 4;
-        RC_PUT(x3, i + 3); RC_PUT(x2, i + 2); RC_PUT(x1, i + 1); RC_PUT(x0, i);
-    }
-    x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
-    return nk;
-}
-
-/* rc_rounds for a sparse block (few words: ws->sparse): the word out as a
+/* RC_PUT for a sparse block (few words: ws->sparse): the word out as a
  * branch, which then almost always goes the same way, instead of a word
  * stored for every token. */
 #define RC_PUT_SPARSE(xs, i)                                                                 \
@@ -714,13 +699,19 @@ LMC_FORCE_INLINE size_t rc_rounds(const lmc_refctx_ws* ws, size_t i, uint32_t* x
         (xs) += ws->ebias[k_];                                                               \
         (xs) += q_ * ws->ecmpl[k_];                                                          \
     } while (0)
-LMC_FORCE_INLINE size_t rc_rounds_sparse(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
+
+/* Tokens [0, i) backwards (i a multiple of 4), word k at wp - 2k; returns nk = -k.
+ * sh16 is 16; the BMI2 copy hides that from the compiler, which then shifts
+ * with shrx (no copy of the state first). sparse: RC_PUT_SPARSE. */
+LMC_FORCE_INLINE size_t rc_rounds(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk, unsigned sh16,
+                                  int sparse)
 {
     const uint16_t* const key = ws->key;
     uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
     while (i) {
         i -= 4;
-        RC_PUT_SPARSE(x3, i + 3); RC_PUT_SPARSE(x2, i + 2); RC_PUT_SPARSE(x1, i + 1); RC_PUT_SPARSE(x0, i);
+        if (sparse) { RC_PUT_SPARSE(x3, i + 3); RC_PUT_SPARSE(x2, i + 2); RC_PUT_SPARSE(x1, i + 1); RC_PUT_SPARSE(x0, i); }
+        else        { RC_PUT(x3, i + 3); RC_PUT(x2, i + 2); RC_PUT(x1, i + 1); RC_PUT(x0, i); }
     }
     x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     return nk;
@@ -836,7 +827,7 @@ LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size
 
 static size_t rc_rounds_plain(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
 {
-    if (ws->states == LMC_ANS_STATES) return ws->sparse ? rc_rounds_sparse(ws, i, x, wp, nk) : rc_rounds(ws, i, x, wp, nk, 16);
+    if (ws->states == LMC_ANS_STATES) return ws->sparse ? rc_rounds(ws, i, x, wp, nk, 16, 1) : rc_rounds(ws, i, x, wp, nk, 16, 0);
     return rc_rounds32(ws, i, x, wp, nk, 16);
 }
 #if LMC_HAS_BMI2_DISPATCH
@@ -844,7 +835,7 @@ LMC_TARGET_BMI2 static size_t rc_rounds_bmi2(const lmc_refctx_ws* ws, size_t i, 
 {
     unsigned sh16 = 16;
     __asm__("" : "+r"(sh16));
-    if (ws->states == LMC_ANS_STATES) return ws->sparse ? rc_rounds_sparse(ws, i, x, wp, nk) : rc_rounds(ws, i, x, wp, nk, sh16);
+    if (ws->states == LMC_ANS_STATES) return ws->sparse ? rc_rounds(ws, i, x, wp, nk, sh16, 1) : rc_rounds(ws, i, x, wp, nk, sh16, 0);
     return rc_rounds32(ws, i, x, wp, nk, sh16);
 }
 #endif

@@ -27,7 +27,7 @@ typedef struct {
     /* the model of the prepared block */
     unsigned w, alpha, ngroups;
     unsigned states;                            /* 4, or LMC_REFCTX_STATES_WIDE */
-    int      sparse;                            /* few words (at most one per 32 tokens): rc_rounds_sparse */
+    int      sparse;                            /* few words (at most one per 32 tokens): RC_PUT_SPARSE */
     unsigned ctx_join;                          /* contexts c >> ctx_join start merged (set by the caller; 0: none) */
     size_t   m;
     uint64_t raw_bits;
