@@ -606,8 +606,11 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
 
 /* The coder's fields of group g's tokens, in the rows of the contexts of g:
  * the same arithmetic as lmc_freq_esyms, with the reciprocal shifted so that
- * the quotient is the high 64 bits of the product. */
-static void key_tables(lmc_refctx_ws* ws)
+ * the quotient is the high 64 bits of the product. The AVX-512 loop of a
+ * wide block reads only efc: the scalar fields (RC_PUT's) are filled only
+ * where scalar is set (that loop is not used, or a tail of tokens goes
+ * through RC_PUT): they cost a 64-bit division per symbol of each group. */
+static void key_tables(lmc_refctx_ws* ws, int scalar)
 {
     unsigned const alpha = ws->alpha;
     uint64_t rc[LMC_REFCTX_ALPHA_MAX];
@@ -622,6 +625,7 @@ static void key_tables(lmc_refctx_ws* ws)
             rc[s] = 0; xm[s] = 0; bi[s] = 0; cm[s] = 0; fc[s] = 0;
             if (!fs) continue;
             fc[s] = fs | cum << 13;
+            if (!scalar) { cum += fs; continue; }
             xm[s] = ((LMC_ANS_L >> LMC_ANS_PROB_BITS) << 16) * fs - 1;
             cm[s] = LMC_ANS_M - fs;
             if (fs < 2) {
@@ -639,10 +643,12 @@ static void key_tables(lmc_refctx_ws* ws)
         unsigned const end = g + 1 < ws->ngroups ? ws->bound[g + 1] : LMC_REFCTX_CONTEXTS;
         for (; c < ws->npresent && ws->present[c] < end; c++) {
             unsigned const row = ws->present[c] * LMC_REFCTX_ALPHA_MAX;
-            memcpy(ws->erc + row, rc, alpha * sizeof(rc[0]));
-            memcpy(ws->exm + row, xm, alpha * sizeof(xm[0]));
-            memcpy(ws->ebias + row, bi, alpha * sizeof(bi[0]));
-            memcpy(ws->ecmpl + row, cm, alpha * sizeof(cm[0]));
+            if (scalar) {
+                memcpy(ws->erc + row, rc, alpha * sizeof(rc[0]));
+                memcpy(ws->exm + row, xm, alpha * sizeof(xm[0]));
+                memcpy(ws->ebias + row, bi, alpha * sizeof(bi[0]));
+                memcpy(ws->ecmpl + row, cm, alpha * sizeof(cm[0]));
+            }
             if (lanes) memcpy(ws->efc + row, fc, alpha * sizeof(fc[0]));
         }
     }
@@ -851,7 +857,11 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
     unsigned const S = ws->states;
     size_t const raw_at = head + 4 * S + 4;
     if (raw_at + raw_bytes > cap) return 0;
-    key_tables(ws);
+    int lanes512 = 0;
+#if LMC_HAS_AVX512_DISPATCH
+    lanes512 = S == LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512();
+#endif
+    key_tables(ws, !lanes512 || (m & (S - 1)));
 
     /* tokens, backwards; symbol i uses state i mod S and the table of its context */
     uint8_t* const wend = ws->words + sizeof(ws->words);
@@ -869,7 +879,7 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
         x[i & (S - 1)] = xs;
     }
 #if LMC_HAS_AVX512_DISPATCH
-    if (S == LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512()) nk = rc_rounds32_avx512(ws, i, x, wp, nk);
+    if (lanes512) nk = rc_rounds32_avx512(ws, i, x, wp, nk);
     else
 #endif
 #if LMC_HAS_BMI2_DISPATCH
