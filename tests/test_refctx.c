@@ -339,6 +339,98 @@ static void test_frame_pairs(void** state)
     free(back); free(f); free(ref); free(cur);
 }
 
+/* Many small tensors in one chunk whose blocks would pair (sparse ones):
+ * more than the chunk decoder plans pairs for (PLAN_MAX, 64), so they pair
+ * as they come; and a chunk cut across float tensors of a few blocks each
+ * (a short block, full ones, a long partial one), which the plan pairs by
+ * length. Every CPU mode and thread count decodes both to the content.
+ * (The small tensors alternate bf16 and fp32: adjacent tensors of one
+ * dtype would be coded as one piece.) */
+#define MANY_NT 70
+static size_t const many_shape[] = { 4096 };
+static void many_fill(size_t ti, uint8_t* p, size_t n, uint64_t seed)
+{
+    unsigned const w = ti & 1 ? 4 : 2;
+    tu_fill_gauss(p, n, w, 300 + ti);
+    if (!seed) return;
+    tu_rng r;
+    tu_seed(&r, 17 + ti);
+    for (size_t i = 0; i + w <= n; i += w) {
+        if (tu_below(&r, 40)) continue;
+        uint32_t const d = (uint32_t)tu_below(&r, 5) - 2u;
+        if (w == 2) lmc_wr16(p + i, (uint16_t)(lmc_rd16(p + i) + d));
+        else lmc_wr32(p + i, lmc_rd32(p + i) + d);
+    }
+}
+
+static size_t const cut_shape[] = { 3 * 65536 + 4000 };
+static void cut_fill(size_t ti, uint8_t* p, size_t n, uint64_t seed)
+{
+    tu_fill_gauss(p, n, 4, 600 + ti);
+    if (!seed) return;
+    tu_rng r;
+    tu_seed(&r, 23 + ti);
+    for (size_t i = 0; i + 4 <= n; i += 4) lmc_wr32(p + i, lmc_rd32(p + i) + (uint32_t)tu_below(&r, 9) - 4u);
+}
+
+static void decode_everywhere(const uint8_t* f, size_t fs, const uint8_t* ref, size_t rn, const uint8_t* cur, size_t nn)
+{
+    uint8_t* const back = (uint8_t*)tu_xmalloc(nn);
+    for (size_t mode = 0; mode < NMODES; mode++)
+        for (int t = 1; t <= 2; t++) {
+            lmc_cpu_restrict(cpu_modes[mode]);
+            lmc_dctx* const d = lmc_dctx_create();
+            assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, t), 0);
+            assert_int_equal(lmc_dctx_set_ref(d, ref, rn), 0);
+            memset(back, 0xEE, nn);
+            assert_int_equal(lmc_decompress(d, back, nn, f, fs), nn);
+            assert_memory_equal(back, cur, nn);
+            lmc_dctx_free(d);
+        }
+    lmc_cpu_restrict(~0u);
+    free(back);
+}
+
+static void test_frame_pair_plans(void** state)
+{
+    (void)state;
+    static char names[MANY_NT][8];
+    tu_tensor many[MANY_NT], cut[6];
+    for (size_t i = 0; i < MANY_NT; i++) {
+        snprintf(names[i], sizeof names[i], "t%02zu", i);
+        many[i] = i & 1 ? (tu_tensor){ names[i], "F32", 4, 4096, many_shape, 1 } : (tu_tensor){ names[i], "BF16", 2, 4096, many_shape, 1 };
+    }
+    for (size_t i = 0; i < 6; i++) cut[i] = (tu_tensor){ names[i], "F32", 4, 3 * 65536 + 4000, cut_shape, 1 };
+    for (int which = 0; which < 2; which++) {
+        const tu_tensor* const t = which ? cut : many;
+        size_t const nt = which ? 6 : MANY_NT;
+        void (*const fill_fn)(size_t, uint8_t*, size_t, uint64_t) = which ? cut_fill : many_fill;
+        size_t rn, nn;
+        uint8_t* const ref = tu_build_safetensors(t, nt, &rn, 0, fill_fn);
+        uint8_t* const cur = tu_build_safetensors(t, nt, &nn, 1, fill_fn);
+        lmc_cctx* const c = lmc_cctx_create();
+        assert_int_equal(lmc_cctx_set_ref(c, ref, rn), 0);
+        /* the small tensors as REFCTX blocks: byte groups would win some */
+        if (!which) assert_int_equal(lmc_cctx_set_param(c, LMC_P_CODERS, 1 << LMC_CODER_RAW | 1 << LMC_CODER_REFCTX), 0);
+        uint8_t* f = NULL;
+        size_t const fs = tu_compress(c, &f, cur, nn);
+        assert_false(lmc_is_error(fs));
+        lmc_frame_stats st;
+        assert_int_equal(lmc_frame_stats_get(&st, f, fs), fs);
+        if (!which) {
+            /* every tensor a REFCTX block, all in the first chunk, and sparse
+             * ones on average (at most a byte per 16 values) */
+            assert_int_equal(st.blocks[LMC_CODER_REFCTX], MANY_NT);
+            assert_true(st.block_out[LMC_CODER_REFCTX] * 16 <= (uint64_t)MANY_NT * 4096);
+        } else {
+            assert_true(st.blocks[LMC_CODER_REFCTX] >= 6 * 4);   /* 4 a tensor, more where chunks cut one */
+        }
+        decode_everywhere(f, fs, ref, rn, cur, nn);
+        lmc_cctx_free(c);
+        free(f); free(ref); free(cur);
+    }
+}
+
 /* Contexts joined from the start (float16: one group per exponent at
  * most): contexts present in the block that agree but for their low
  * ctx_join bits share a group, the block still
@@ -723,6 +815,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_pairs),
         cmocka_unit_test(test_frame_pairs),
+        cmocka_unit_test(test_frame_pair_plans),
         cmocka_unit_test(test_all_sign_pairs),
         cmocka_unit_test(test_ctx_join),
         cmocka_unit_test(test_handmade),
