@@ -13,8 +13,12 @@
 #include "huf.h"
 #include "block_dec.h"
 #include "container/safetensors.h"
+#include "store/manifest.h"
 /* the REFCTX target is replayed through its own entry point (it builds the reference) */
 #include "../fuzz/fuzz_refctx.c"
+/* and the chunk target through its function (LLVMFuzzerTestOneInput is fuzz_refctx's here) */
+#define LMC_FUZZ_CHUNK_NO_ENTRY
+#include "../fuzz/fuzz_chunk.c"
 
 static lmc_block_dws g_ws;
 
@@ -91,10 +95,21 @@ static void replay_safetensors(const uint8_t* p, size_t n)
 
 static void replay_refctx(const uint8_t* p, size_t n) { (void)LLVMFuzzerTestOneInput(p, n); }
 
+static void replay_chunk(const uint8_t* p, size_t n) { (void)lmc_fuzz_chunk_one(p, n); }
+
+static void replay_manifest(const uint8_t* p, size_t n)
+{
+    lmc_manifest m;
+    char err[256];
+    if (lmc_is_error(lmc_manifest_parse(&m, (const char*)p, n, err, sizeof err))) return;
+    free(lmc_manifest_dump(&m));
+    lmc_manifest_free(&m);
+}
+
 static const struct { const char* target; void (*fn)(const uint8_t*, size_t); } k_targets[] = {
     { "frame", replay_frame }, { "block", replay_block }, { "huftable", replay_huftable },
     { "roundtrip", replay_roundtrip }, { "safetensors", replay_safetensors },
-    { "refctx", replay_refctx },
+    { "refctx", replay_refctx }, { "chunk", replay_chunk }, { "manifest", replay_manifest },
 };
 
 static void test_replay(void** state)
