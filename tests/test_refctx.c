@@ -306,6 +306,25 @@ static void pair_fill(size_t ti, uint8_t* p, size_t n, uint64_t seed)
     }
 }
 
+/* Decodes frame f in every CPU mode with 1 and 2 threads; each gives cur. */
+static void decode_everywhere(const uint8_t* f, size_t fs, const uint8_t* ref, size_t rn, const uint8_t* cur, size_t nn)
+{
+    uint8_t* const back = (uint8_t*)tu_xmalloc(nn);
+    for (size_t mode = 0; mode < NMODES; mode++)
+        for (int t = 1; t <= 2; t++) {
+            lmc_cpu_restrict(cpu_modes[mode]);
+            lmc_dctx* const d = lmc_dctx_create();
+            assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, t), 0);
+            assert_int_equal(lmc_dctx_set_ref(d, ref, rn), 0);
+            memset(back, 0xEE, nn);
+            assert_int_equal(lmc_decompress(d, back, nn, f, fs), nn);
+            assert_memory_equal(back, cur, nn);
+            lmc_dctx_free(d);
+        }
+    lmc_cpu_restrict(~0u);
+    free(back);
+}
+
 static void test_frame_pairs(void** state)
 {
     (void)state;
@@ -322,21 +341,9 @@ static void test_frame_pairs(void** state)
     assert_int_equal(lmc_frame_stats_get(&st, f, fs), fs);
     assert_true(st.blocks[LMC_CODER_REFCTX] >= 17);
     assert_true(st.blocks[LMC_CODER_REFCTX] <= 20);   /* 21 blocks; g's is GROUPED */
-    uint8_t* const back = (uint8_t*)tu_xmalloc(nn);
-    for (size_t mode = 0; mode < NMODES; mode++)
-        for (int t = 1; t <= 2; t++) {
-            lmc_cpu_restrict(cpu_modes[mode]);
-            lmc_dctx* const d = lmc_dctx_create();
-            assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, t), 0);
-            assert_int_equal(lmc_dctx_set_ref(d, ref, rn), 0);
-            memset(back, 0xEE, nn);
-            assert_int_equal(lmc_decompress(d, back, nn, f, fs), nn);
-            assert_memory_equal(back, cur, nn);
-            lmc_dctx_free(d);
-        }
-    lmc_cpu_restrict(~0u);
+    decode_everywhere(f, fs, ref, rn, cur, nn);
     lmc_cctx_free(c);
-    free(back); free(f); free(ref); free(cur);
+    free(f); free(ref); free(cur);
 }
 
 /* Many small tensors in one chunk whose blocks would pair (sparse ones):
@@ -371,24 +378,6 @@ static void cut_fill(size_t ti, uint8_t* p, size_t n, uint64_t seed)
     tu_rng r;
     tu_seed(&r, 23 + ti);
     for (size_t i = 0; i + 4 <= n; i += 4) lmc_wr32(p + i, lmc_rd32(p + i) + (uint32_t)tu_below(&r, 9) - 4u);
-}
-
-static void decode_everywhere(const uint8_t* f, size_t fs, const uint8_t* ref, size_t rn, const uint8_t* cur, size_t nn)
-{
-    uint8_t* const back = (uint8_t*)tu_xmalloc(nn);
-    for (size_t mode = 0; mode < NMODES; mode++)
-        for (int t = 1; t <= 2; t++) {
-            lmc_cpu_restrict(cpu_modes[mode]);
-            lmc_dctx* const d = lmc_dctx_create();
-            assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, t), 0);
-            assert_int_equal(lmc_dctx_set_ref(d, ref, rn), 0);
-            memset(back, 0xEE, nn);
-            assert_int_equal(lmc_decompress(d, back, nn, f, fs), nn);
-            assert_memory_equal(back, cur, nn);
-            lmc_dctx_free(d);
-        }
-    lmc_cpu_restrict(~0u);
-    free(back);
 }
 
 static void test_frame_pair_plans(void** state)
