@@ -387,7 +387,8 @@ static void test_frame_pair_plans(void** state)
     tu_tensor many[MANY_NT], cut[6];
     for (size_t i = 0; i < MANY_NT; i++) {
         snprintf(names[i], sizeof names[i], "t%02zu", i);
-        many[i] = i & 1 ? (tu_tensor){ names[i], "F32", 4, 4096, many_shape, 1 } : (tu_tensor){ names[i], "BF16", 2, 4096, many_shape, 1 };
+        many[i] = i & 1 ? (tu_tensor){ names[i], "F32", 4, 4096, many_shape, 1 }
+                        : (tu_tensor){ names[i], "BF16", 2, 4096, many_shape, 1 };
     }
     for (size_t i = 0; i < 6; i++) cut[i] = (tu_tensor){ names[i], "F32", 4, 3 * 65536 + 4000, cut_shape, 1 };
     for (int which = 0; which < 2; which++) {

@@ -108,7 +108,8 @@ static unsigned plan_blocks(const uint8_t* payload, size_t payload_size, size_t 
     unsigned k = 0;
     while (out < content_size) {
         piece_hdr ph;
-        if (LMC_IS_ERR(read_piece_header(&ph, payload + pos, payload_size - pos, content_size - out, ref_size))) return 0;
+        if (LMC_IS_ERR(read_piece_header(&ph, payload + pos, payload_size - pos, content_size - out, ref_size)))
+            return 0;
         pos += ph.hdr;
         size_t const n = ph.len / ph.w, tail = ph.len % ph.w;
         int const refmodel = ((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_REFMODEL;
@@ -168,7 +169,8 @@ static void plan_pairs(pair_plan* pl, unsigned n)
         for (unsigned s = 0; s <= k; s++) {
             int32_t const x = v[s];
             if (x < 0) continue;
-#define RELAX(S2, VAL, A) do { if ((VAL) > nv[S2]) { nv[S2] = (VAL); from[k][S2] = (uint8_t)s; act[k][S2] = (A); } } while (0)
+#define RELAX(S2, VAL, A) \
+    do { if ((VAL) > nv[S2]) { nv[S2] = (VAL); from[k][S2] = (uint8_t)s; act[k][S2] = (A); } } while (0)
             if (s && key[s - 1] == key[k]) RELAX(0, x + (int32_t)LMC_MIN(len[s - 1], len[k]), ACT_PAIR);
             RELAX(s, x, ACT_ALONE);
             RELAX(k + 1, x, ACT_WAIT);
@@ -208,7 +210,8 @@ static size_t refctx_block(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, has
      * alone, and so does a sparse one while a wide one is held (an
      * unchanged small tensor between two large ones must not break their
      * pair); a block of the held one's class pairs with it */
-    if (act == ACT_NONE) act = !cls || (cls == 2 && hb->held && hb->cls != cls) ? ACT_ALONE : match ? ACT_PAIR : ACT_WAIT;
+    if (act == ACT_NONE)
+        act = !cls || (cls == 2 && hb->held && hb->cls != cls) ? ACT_ALONE : match ? ACT_PAIR : ACT_WAIT;
     if (act == ACT_ALONE || (act == ACT_PAIR && !match)) {
         LMC_FORWARD(lmc_refctx_decode(&ws->rc, job->dst, job->m, w, job->ref, job->src, job->size));
         hash_upto(hc, end, 0);
@@ -233,8 +236,8 @@ static size_t refctx_block(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, has
 
 /* Layout 2: n values in value blocks at content offset out. Returns the
  * payload bytes used, or an error. */
-static size_t decode_refmodel(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, uint8_t* dst, size_t n, unsigned w, const uint8_t* r,
-                              const uint8_t* src, size_t avail, hash_cursor* hc, size_t out)
+static size_t decode_refmodel(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, uint8_t* dst, size_t n, unsigned w,
+                              const uint8_t* r, const uint8_t* src, size_t avail, hash_cursor* hc, size_t out)
 {
     size_t pos = 0;
     for (size_t b = 0; b < n; b += LMC_VBLOCK_MAX) {
@@ -271,11 +274,12 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
     hash_cursor hc = { hs, dst, 0, SIZE_MAX };
     held_block hb;
     hb.held = 0;
-    pair_plan pl;
-    /* REFCTX blocks need a reference: without one, nothing to plan */
-    plan_pairs(&pl, ref ? plan_blocks(payload, payload_size, content_size, ref_size, pl.len, pl.key) : 0);
     /* content needs at least one piece header (and an empty payload may have no buffer at all) */
     LMC_RETURN_IF(content_size && payload_size < LMC_PIECE_HDR, TRUNCATED);
+    pair_plan pl;
+    /* REFCTX blocks need a reference: without one, nothing to plan */
+    plan_pairs(&pl, ref && content_size ? plan_blocks(payload, payload_size, content_size, ref_size, pl.len, pl.key)
+                                        : 0);
     while (out < content_size) {
         piece_hdr ph;
         LMC_FORWARD(read_piece_header(&ph, payload + pos, payload_size - pos, content_size - out, ref_size));
