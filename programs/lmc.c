@@ -24,7 +24,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,6 +120,21 @@ static struct {
     unsigned char* buf[2];
     int cur;
 } g_wr = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+/* The reader thread (see run_compress_ahead): it reads a regular file's
+ * next window into one buffer while the library codes the other. */
+static struct {
+    pthread_t tid;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, busy;      /* busy: a read requested and not yet taken */
+    int done;               /* the requested read is over: n, err hold its outcome */
+    int fd;
+    unsigned char* p;
+    size_t size;
+    ssize_t n;
+    int err;
+    unsigned char* buf[2];  /* buf[0] is g_inbuf */
+} g_rd = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 /* Temporary output file: removed by the signal handler. */
 static char g_tmp_path[PATH_MAX + 64];
@@ -751,6 +765,7 @@ typedef struct {
     const char* out_name;  /* for messages; NULL when output is discarded */
     int infd, outfd;       /* outfd < 0: discard output */
     const unsigned char* map;  /* the whole input, mmap()ed, or NULL: read() infd */
+    int regular;               /* infd is a regular file (reads end promptly) */
     size_t map_size;
     uint64_t in_bytes, out_bytes;
     progress_t* prog;
@@ -936,9 +951,124 @@ static int job_write(job_t* j, const void* p, size_t n)
     return 0;
 }
 
+static void* reader_main(void* arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_rd.mu);
+    for (;;) {
+        while (!g_rd.busy || g_rd.done) pthread_cond_wait(&g_rd.cv, &g_rd.mu);
+        int const fd = g_rd.fd;
+        unsigned char* const p = g_rd.p;
+        size_t const size = g_rd.size;
+        pthread_mutex_unlock(&g_rd.mu);
+        ssize_t const n = read_full(fd, p, size);
+        int const e = n < 0 ? errno : 0;
+        pthread_mutex_lock(&g_rd.mu);
+        g_rd.n = n;
+        g_rd.err = e;
+        g_rd.done = 1;
+        pthread_cond_broadcast(&g_rd.cv);
+    }
+    return NULL;
+}
+
+/* Asks the reader thread for the next `size` bytes of fd into p. 0, or -1
+ * if the thread cannot start (the caller reads itself). */
+static int reader_request(int fd, unsigned char* p, size_t size)
+{
+    pthread_mutex_lock(&g_rd.mu);
+    if (!g_rd.started) {
+        if (pthread_create(&g_rd.tid, NULL, reader_main, NULL) != 0) { pthread_mutex_unlock(&g_rd.mu); return -1; }
+        pthread_detach(g_rd.tid);
+        g_rd.started = 1;
+    }
+    g_rd.fd = fd; g_rd.p = p; g_rd.size = size;
+    g_rd.busy = 1; g_rd.done = 0;
+    pthread_cond_broadcast(&g_rd.cv);
+    pthread_mutex_unlock(&g_rd.mu);
+    return 0;
+}
+
+/* Waits for the requested read: read_full's result (errno set on -1), or
+ * 0 with no read requested. */
+static ssize_t reader_take(void)
+{
+    ssize_t n;
+    pthread_mutex_lock(&g_rd.mu);
+    if (!g_rd.busy) { pthread_mutex_unlock(&g_rd.mu); return 0; }
+    while (!g_rd.done) pthread_cond_wait(&g_rd.cv, &g_rd.mu);
+    n = g_rd.n;
+    if (n < 0) errno = g_rd.err;
+    g_rd.busy = 0;
+    pthread_mutex_unlock(&g_rd.mu);
+    return n;
+}
+
+/* Compression from a regular file read ahead: the reader thread reads the
+ * next window into one buffer while the library codes the other, so that
+ * the copy out of the page cache overlaps coding (on a spare core, or
+ * between the coding threads' chunks). Reading rather than mapping: a
+ * freshly mapped page costs its first touch, which on the virtual machines
+ * this was measured on (PVM guests: each new page table entry is shadowed
+ * by the host on first access) is about twice a page's copy by read(). */
+static int run_compress_ahead(job_t* j)
+{
+    int cur = 0, ret = -1;
+    if (!g_rd.buf[1]) g_rd.buf[1] = (unsigned char*)big_alloc(g_in_size);
+    g_rd.buf[0] = g_inbuf;
+    if (!g_rd.buf[1] || reader_request(j->infd, g_rd.buf[0], g_in_size) != 0) return 1;   /* read in the loop instead */
+    for (;;) {
+        ssize_t const n = reader_take();
+        lmc_inbuf in;
+        int end;
+        size_t r = 1;
+        unsigned stuck = 0;
+        if (n < 0) { errmsg("%s: read error: %s", j->in_name, strerror(errno)); goto out; }
+        end = ((size_t)n < g_in_size);   /* read_full only stops short at end of input */
+        if (!end && reader_request(j->infd, g_rd.buf[cur ^ 1], g_in_size) != 0) {
+            errmsg("%s: cannot start the reading thread", j->in_name);
+            goto out;
+        }
+        in.src = g_rd.buf[cur]; in.size = (size_t)n; in.pos = 0;
+        want_ref(j->in_bytes, (size_t)n);
+        j->in_bytes += (uint64_t)n;
+        for (;;) {
+            lmc_outbuf out;
+            size_t before = in.pos;
+            out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
+            r = lmc_compress_stream(g_cctx, &out, &in, end);
+            if (lmc_is_error(r)) {
+                if (lmc_get_error(r) == LMC_ERR_SIZE_MISMATCH)   /* its size was declared from fstat() */
+                    errmsg("%s: the file changed size while it was being read; stopped", j->in_name);
+                else
+                    lib_error(j->in_name, r);
+                goto out;
+            }
+            if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
+                errmsg("%s: internal error: the compressor makes no progress", j->in_name);
+                goto out;
+            }
+            if (in.pos != before || out.pos != 0) stuck = 0;
+            if (job_write(j, out.dst, out.pos) != 0) goto out;
+            progress_update(j->prog, j->in_bytes, j->out_bytes);
+            ref_release(j->in_bytes);
+            if (end ? r == 0 : (in.pos == in.size && out.pos < out.size)) break;
+        }
+        if (end) { ret = 0; goto out; }
+        cur ^= 1;
+    }
+out:
+    (void)reader_take();   /* no read of this file left in flight: its fd may close */
+    return ret;
+}
+
 static int run_compress(job_t* j)
 {
     if (j->map) return run_compress_mapped(j);
+    if (j->regular) {
+        int const r = run_compress_ahead(j);
+        if (r <= 0) return r;
+    }
     for (;;) {
         ssize_t n = read_full(j->infd, g_inbuf, g_in_size);
         lmc_inbuf in;
@@ -1256,27 +1386,32 @@ static int verify_output(const char* out_name, int fd, uint64_t frame_size,
     return 0;
 }
 
-/* Whether to compress a regular file by reading it rather than coding
- * straight from a mapping of it: on tmpfs, with a coding thread on every
- * core, for a file of 64 MiB or more. tmpfs maps its pages in 4 KiB at a
- * time (about 1 us a page even when the prefetch thread does it, and
- * dropping them again costs more), where read() copies a page in about
- * 0.8 us; file systems with large folios map a 200 MB file in a few ms, and
- * with a core to spare the prefetch thread maps pages in off the coder's
- * time. 200 MB bf16 delta on /dev/shm, -T2 on 2 cores: 383 -> 337 ms
- * (medians of 21 alternated runs; CPU time 655 -> 625 ms); at -T1 reading
- * was slower (454 -> 494 ms). A smaller file is read in a few windows, each
- * read while the coding threads wait, and mapping wins (2026-12-02, -T2,
- * medians of alternated perf stat runs: bf16 delta 6.6 MB 14.0 -> 10.7 ms,
- * fp32 13 MB 21.5 -> 18.5, optimizer 27 MB 34.8 -> 31.6; at 67 MB a draw,
- * 71.1 / 70.0, as was 200 MB that day). Decompression reads little input
- * and keeps its mapping (reading it was slower: 265 -> 334). */
-#define READ_INSTEAD_MIN ((uint64_t)64 << 20)
-static int read_input_instead(int fd, int decomp, uint64_t size)
+/* Whether to compress a regular file by reading it (run_compress_ahead)
+ * rather than coding straight from a mapping of it: from 8 MiB with a core
+ * to spare for the reader thread, from 32 MiB with a coding thread on
+ * every core. A mapped page costs its first touch: about 1 us a page on
+ * the Xeon VM of earlier sessions, 1.5-2.5 us on the AMD EPYC (PVM) VM of
+ * 2026-12-02 evening, where read() copies a page out of the page cache in
+ * well under 1 us, on another thread while the library codes the window
+ * before. There (tmpfs, medians of 7-15 alternated whole-process runs,
+ * mapped -> read ahead): 213 MB raw bf16 keyframe -T1 336 -> 259 ms, -T2
+ * 359 -> 220; its delta -T1 422 -> 363, -T2 370 -> 328; 53 MB keyframe
+ * -T1 83 -> 68, -T2 86 -> 69 (on ext4 87 -> 74, 88 -> 75), its delta
+ * 130 -> 125 and 124 -> 122 (the mapped reference's first touches stay);
+ * 27 MB optimizer delta -T1 71 -> 66, -T2 75 -> 75; 13 MB fp32 delta -T1
+ * 48 -> 45, -T2 55 -> 58; 6.6 MB bf16 delta -T1 35 -> 37. Smaller files
+ * keep the mapping: their first window is read while nothing codes. The
+ * Xeon VM measured synchronous reads (no reader thread) slower at -T1 (200
+ * MB delta 454 -> 494 ms) and faster at -T2 on tmpfs (383 -> 337).
+ * Decompression reads little input and keeps its mapping (reading the
+ * frame ahead, same VM: 213 MB delta -T1 267 -> 324 ms, 53 MB delta -T2
+ * 97 -> 118). */
+#define READ_INSTEAD_MIN ((uint64_t)8 << 20)
+#define READ_INSTEAD_MIN_ALL_CORES ((uint64_t)32 << 20)
+static int read_input_instead(int decomp, uint64_t size)
 {
-    struct statfs sf;
-    if (decomp || g_opt.threads < online_cores() || size < READ_INSTEAD_MIN) return 0;
-    return fstatfs(fd, &sf) == 0 && sf.f_type == 0x01021994;   /* TMPFS_MAGIC */
+    if (decomp) return 0;
+    return size >= (g_opt.threads < online_cores() ? READ_INSTEAD_MIN : READ_INSTEAD_MIN_ALL_CORES);
 }
 
 static int process_file(const char* name)
@@ -1391,8 +1526,9 @@ static int process_file(const char* name)
     j.infd = infd;
     j.outfd = (mode == MODE_TEST) ? -1 : outfd;
     j.prog = &prog;
+    j.regular = !in_stdin && S_ISREG(ist.st_mode);
     if (!in_stdin && S_ISREG(ist.st_mode) && ist.st_size > 0 && (uint64_t)ist.st_size <= (uint64_t)SIZE_MAX
-        && !read_input_instead(infd, decomp, (uint64_t)ist.st_size)) {
+        && !read_input_instead(decomp, (uint64_t)ist.st_size)) {
         /* a failed map is not an error: read() still works */
         void* m = mmap(NULL, (size_t)ist.st_size, PROT_READ, MAP_PRIVATE, infd, 0);
         if (m != MAP_FAILED) {
