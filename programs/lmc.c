@@ -951,6 +951,7 @@ static int job_write(job_t* j, const void* p, size_t n)
     return 0;
 }
 
+#define READ_AHEAD_MAX ((size_t)8 << 20)
 static void* reader_main(void* arg)
 {
     (void)arg;
@@ -1065,7 +1066,11 @@ out:
 static int run_compress(job_t* j)
 {
     if (j->map) return run_compress_mapped(j);
-    if (j->regular) {
+    /* reading ahead takes a second input buffer: only with a core to spare
+     * for the reader thread (at -T2 on 2 cores it measured no faster than
+     * reading in place), and for buffers of at most 8 MiB (peak memory:
+     * -T16 took 89 MiB against 69 MiB reading in place) */
+    if (j->regular && g_opt.threads < online_cores() && g_in_size <= READ_AHEAD_MAX) {
         int const r = run_compress_ahead(j);
         if (r <= 0) return r;
     }
@@ -1386,15 +1391,17 @@ static int verify_output(const char* out_name, int fd, uint64_t frame_size,
     return 0;
 }
 
-/* Whether to compress a regular file by reading it (run_compress_ahead)
- * rather than coding straight from a mapping of it: from 8 MiB with a core
- * to spare for the reader thread, from 32 MiB with a coding thread on
- * every core. A mapped page costs its first touch: about 1 us a page on
+/* Whether to compress a regular file by reading it rather than coding
+ * straight from a mapping of it: from 8 MiB with a core to spare (read a
+ * window ahead by the reader thread, run_compress_ahead), from 32 MiB with
+ * a coding thread on every core (read in place: the same speed on the VM
+ * below, less memory). A mapped page costs its first touch: about 1 us a page on
  * the Xeon VM of earlier sessions, 1.5-2.5 us on the AMD EPYC (PVM) VM of
  * 2026-12-02 evening, where read() copies a page out of the page cache in
  * well under 1 us, on another thread while the library codes the window
  * before. There (tmpfs, medians of 7-15 alternated whole-process runs,
- * mapped -> read ahead): 213 MB raw bf16 keyframe -T1 336 -> 259 ms, -T2
+ * mapped -> read ahead; at -T2 reading in place gave the same within
+ * noise): 213 MB raw bf16 keyframe -T1 336 -> 259 ms, -T2
  * 359 -> 220; its delta -T1 422 -> 363, -T2 370 -> 328; 53 MB keyframe
  * -T1 83 -> 68, -T2 86 -> 69 (on ext4 87 -> 74, 88 -> 75), its delta
  * 130 -> 125 and 124 -> 122 (the mapped reference's first touches stay);

@@ -287,11 +287,12 @@ for t in 1 2; do
         eval '[ $rc -eq 1 ] && echo "$out" | grep -q "wrong reference"'
 done
 rm -f bigref bignew bigwref0 bigwref1 big.lmc big2.lmc big3.lmc big.out
-# Compression reads a large regular file through a reader thread, a window
-# ahead of the coder (read_input_instead and run_compress_ahead in lmc.c:
-# from 8 MiB with a core to spare, from 32 MiB at any thread count); a
-# smaller file is mapped, a pipe read in place. 40 MiB (about 10 windows
-# at -T1, 5 at -T2) with a reference: the same frame at every thread count
+# Compression reads a large regular file instead of mapping it
+# (read_input_instead and run_compress_ahead in lmc.c): from 8 MiB with a
+# core to spare, a window ahead on a reader thread (-T1 here, on 2 or more
+# cores), from 32 MiB with every core coding, in place (-T2, -T3 on 2
+# cores); a smaller file is mapped, a pipe read in place. 40 MiB (about 20
+# windows at -T1) with a reference: the same frame at every thread count
 # and whether the frame goes to a file or to stdout, the same content as
 # from a pipe, and the round trip.
 head -c 41943040 /dev/urandom > ahead.ref
