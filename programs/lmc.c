@@ -120,6 +120,8 @@ static struct {
     unsigned char* buf[2];
     int cur;
 } g_wr = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+/* The largest input window read from a regular file (read_input_instead). */
+#define READ_BUF_MAX ((size_t)8 << 20)
 /* The reader thread (see run_compress_ahead): it reads a regular file's
  * next window into one buffer while the library codes the other. */
 static struct {
@@ -951,7 +953,40 @@ static int job_write(job_t* j, const void* p, size_t n)
     return 0;
 }
 
-#define READ_AHEAD_MAX ((size_t)8 << 20)
+/* Compresses one window of input read into buf (n bytes; end: the last).
+ * 0, or -1 after printing an error. */
+static int compress_window(job_t* j, const unsigned char* buf, size_t n, int end)
+{
+    lmc_inbuf in;
+    size_t r;
+    unsigned stuck = 0;
+    in.src = buf; in.size = n; in.pos = 0;
+    want_ref(j->in_bytes, n);
+    j->in_bytes += (uint64_t)n;
+    for (;;) {
+        lmc_outbuf out;
+        size_t before = in.pos;
+        out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
+        r = lmc_compress_stream(g_cctx, &out, &in, end);
+        if (lmc_is_error(r)) {
+            if (lmc_get_error(r) == LMC_ERR_SIZE_MISMATCH && j->regular)   /* its size was declared from fstat() */
+                errmsg("%s: the file changed size while it was being read; stopped", j->in_name);
+            else
+                lib_error(j->in_name, r);
+            return -1;
+        }
+        if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
+            errmsg("%s: internal error: the compressor makes no progress", j->in_name);
+            return -1;
+        }
+        if (in.pos != before || out.pos != 0) stuck = 0;
+        if (job_write(j, out.dst, out.pos) != 0) return -1;
+        progress_update(j->prog, j->in_bytes, j->out_bytes);
+        ref_release(j->in_bytes);
+        if (end ? r == 0 : (in.pos == in.size && out.pos < out.size)) return 0;
+    }
+}
+
 static void* reader_main(void* arg)
 {
     (void)arg;
@@ -1020,45 +1055,16 @@ static int run_compress_ahead(job_t* j)
     if (!g_rd.buf[1] || reader_request(j->infd, g_rd.buf[0], g_in_size) != 0) return 1;   /* read in the loop instead */
     for (;;) {
         ssize_t const n = reader_take();
-        lmc_inbuf in;
-        int end;
-        size_t r = 1;
-        unsigned stuck = 0;
-        if (n < 0) { errmsg("%s: read error: %s", j->in_name, strerror(errno)); goto out; }
-        end = ((size_t)n < g_in_size);   /* read_full only stops short at end of input */
+        if (n < 0) { errmsg("%s: read error: %s", j->in_name, strerror(errno)); break; }
+        int const end = ((size_t)n < g_in_size);   /* read_full only stops short at end of input */
         if (!end && reader_request(j->infd, g_rd.buf[cur ^ 1], g_in_size) != 0) {
             errmsg("%s: cannot start the reading thread", j->in_name);
-            goto out;
+            break;
         }
-        in.src = g_rd.buf[cur]; in.size = (size_t)n; in.pos = 0;
-        want_ref(j->in_bytes, (size_t)n);
-        j->in_bytes += (uint64_t)n;
-        for (;;) {
-            lmc_outbuf out;
-            size_t before = in.pos;
-            out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
-            r = lmc_compress_stream(g_cctx, &out, &in, end);
-            if (lmc_is_error(r)) {
-                if (lmc_get_error(r) == LMC_ERR_SIZE_MISMATCH)   /* its size was declared from fstat() */
-                    errmsg("%s: the file changed size while it was being read; stopped", j->in_name);
-                else
-                    lib_error(j->in_name, r);
-                goto out;
-            }
-            if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
-                errmsg("%s: internal error: the compressor makes no progress", j->in_name);
-                goto out;
-            }
-            if (in.pos != before || out.pos != 0) stuck = 0;
-            if (job_write(j, out.dst, out.pos) != 0) goto out;
-            progress_update(j->prog, j->in_bytes, j->out_bytes);
-            ref_release(j->in_bytes);
-            if (end ? r == 0 : (in.pos == in.size && out.pos < out.size)) break;
-        }
-        if (end) { ret = 0; goto out; }
+        if (compress_window(j, g_rd.buf[cur], (size_t)n, end) != 0) break;
+        if (end) { ret = 0; break; }
         cur ^= 1;
     }
-out:
     (void)reader_take();   /* no read of this file left in flight: its fd may close */
     return ret;
 }
@@ -1068,39 +1074,16 @@ static int run_compress(job_t* j)
     if (j->map) return run_compress_mapped(j);
     /* reading ahead takes a second input buffer: only with a core to spare
      * for the reader thread (at -T2 on 2 cores it measured no faster than
-     * reading in place), and for buffers of at most 8 MiB (peak memory:
-     * -T16 took 89 MiB against 69 MiB reading in place) */
-    if (j->regular && g_opt.threads < online_cores() && g_in_size <= READ_AHEAD_MAX) {
+     * reading in place) */
+    if (j->regular && g_opt.threads < online_cores() && g_in_size <= READ_BUF_MAX) {
         int const r = run_compress_ahead(j);
         if (r <= 0) return r;
     }
     for (;;) {
-        ssize_t n = read_full(j->infd, g_inbuf, g_in_size);
-        lmc_inbuf in;
-        int end;
-        size_t r = 1;
-        unsigned stuck = 0;
+        ssize_t const n = read_full(j->infd, g_inbuf, g_in_size);
         if (n < 0) { errmsg("%s: read error: %s", j->in_name, strerror(errno)); return -1; }
-        end = ((size_t)n < g_in_size);   /* read_full only stops short at end of input */
-        in.src = g_inbuf; in.size = (size_t)n; in.pos = 0;
-        want_ref(j->in_bytes, (size_t)n);
-        j->in_bytes += (uint64_t)n;
-        for (;;) {
-            lmc_outbuf out;
-            size_t before = in.pos;
-            out.dst = out_buffer(); out.size = g_out_size; out.pos = 0;
-            r = lmc_compress_stream(g_cctx, &out, &in, end);
-            if (lmc_is_error(r)) { lib_error(j->in_name, r); return -1; }
-            if (r != 0 && in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) {
-                errmsg("%s: internal error: the compressor makes no progress", j->in_name);
-                return -1;
-            }
-            if (in.pos != before || out.pos != 0) stuck = 0;
-            if (job_write(j, out.dst, out.pos) != 0) return -1;
-            progress_update(j->prog, j->in_bytes, j->out_bytes);
-            ref_release(j->in_bytes);
-            if (end ? r == 0 : (in.pos == in.size && out.pos < out.size)) break;
-        }
+        int const end = ((size_t)n < g_in_size);   /* read_full only stops short at end of input */
+        if (compress_window(j, g_inbuf, (size_t)n, end) != 0) return -1;
         if (end) return 0;
     }
 }
@@ -1392,32 +1375,34 @@ static int verify_output(const char* out_name, int fd, uint64_t frame_size,
 }
 
 /* Whether to compress a regular file by reading it rather than coding
- * straight from a mapping of it: from 8 MiB with a core to spare (read a
- * window ahead by the reader thread, run_compress_ahead), from 32 MiB with
- * a coding thread on every core (read in place: the same speed on the VM
- * below, less memory). A mapped page costs its first touch: about 1 us a page on
- * the Xeon VM of earlier sessions, 1.5-2.5 us on the AMD EPYC (PVM) VM of
- * 2026-12-02 evening, where read() copies a page out of the page cache in
- * well under 1 us, on another thread while the library codes the window
- * before. There (tmpfs, medians of 7-15 alternated whole-process runs,
- * mapped -> read ahead; at -T2 reading in place gave the same within
- * noise): 213 MB raw bf16 keyframe -T1 336 -> 259 ms, -T2
- * 359 -> 220; its delta -T1 422 -> 363, -T2 370 -> 328; 53 MB keyframe
- * -T1 83 -> 68, -T2 86 -> 69 (on ext4 87 -> 74, 88 -> 75), its delta
- * 130 -> 125 and 124 -> 122 (the mapped reference's first touches stay);
- * 27 MB optimizer delta -T1 71 -> 66, -T2 75 -> 75; 13 MB fp32 delta -T1
- * 48 -> 45, -T2 55 -> 58; 6.6 MB bf16 delta -T1 35 -> 37. Smaller files
- * keep the mapping: their first window is read while nothing codes. The
- * Xeon VM measured synchronous reads (no reader thread) slower at -T1 (200
- * MB delta 454 -> 494 ms) and faster at -T2 on tmpfs (383 -> 337).
- * Decompression reads little input and keeps its mapping (reading the
- * frame ahead, same VM: 213 MB delta -T1 267 -> 324 ms, 53 MB delta -T2
- * 97 -> 118). */
+ * straight from a mapping of it: from 8 MiB with a core to spare (a window
+ * ahead on the reader thread, run_compress_ahead), from 32 MiB with a
+ * coding thread on every core (in place), in windows of at most 8 MiB. A
+ * mapped page costs its first touch: about 1 us on the Xeon VM of earlier
+ * sessions, 1.2-2.5 us on the AMD EPYC (PVM) VM of 2026-12-02 evening,
+ * where read() copies a page out of the page cache for less. There (tmpfs
+ * unless said, medians of 7-15 alternated whole-process runs, mapped ->
+ * read; -T1 read ahead, -T2 in place): 213 MB raw bf16 keyframe -T1
+ * 336 -> 259 ms, -T2 359 -> 209; its delta 422 -> 363 and 370 -> 325;
+ * 53 MB keyframe 83 -> 68 and 86 -> 70 (ext4: 87 -> 74 and 88 -> 80); its
+ * delta 130 -> 125 and 124 -> 123 (the mapped reference's first touches
+ * stay); 27 MB optimizer delta -T1 71 -> 66, -T2 75 -> 77; 13 MB fp32
+ * delta -T1 48 -> 45, -T2 55 -> 57; 6.6 MB bf16 delta -T1 35 -> 37: a
+ * small file's first window is read while nothing codes. At -T2 reading
+ * ahead gave the same as in place. The Xeon VM measured reading in place
+ * slower at -T1 (200 MB delta 454 -> 494 ms) and faster at -T2 on tmpfs
+ * (383 -> 337). Decompression reads little input and keeps its mapping
+ * (reading the frame ahead, EPYC VM: 213 MB delta -T1 267 -> 324 ms, 53 MB
+ * delta -T2 97 -> 118). */
 #define READ_INSTEAD_MIN ((uint64_t)8 << 20)
 #define READ_INSTEAD_MIN_ALL_CORES ((uint64_t)32 << 20)
 static int read_input_instead(int decomp, uint64_t size)
 {
-    if (decomp) return 0;
+    /* reading holds a whole window (a batch of chunks: threads + 2 of them)
+     * where a mapping keeps what one library call codes (8 MiB above 4
+     * threads): -T16 on the 8 GiB memory benchmark peaked at 95 MiB reading
+     * 18 MiB windows against the bound's 96, 81 mapped */
+    if (decomp || g_in_size > READ_BUF_MAX) return 0;
     return size >= (g_opt.threads < online_cores() ? READ_INSTEAD_MIN : READ_INSTEAD_MIN_ALL_CORES);
 }
 
