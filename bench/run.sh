@@ -203,6 +203,10 @@ for kind in $KINDS; do
         for th in 1 2; do c_peer "$kind" "$mode" "byte-grouped+zstd-1" "$th" build/bench/bgzstd "$peer_in" "$w" "$th" 1 5; done
         # the strongest byte-grouped zstd (ratio peer; about 2 MB/s, so one thread and one timed run)
         c_peer "$kind" "$mode" "byte-grouped+zstd-19" 1 build/bench/bgzstd "$peer_in" "$w" 1 19 1
+        # zstd -1 on the whole file (no grouping) in memory, with libzstd: the
+        # `zstd -1` CLI rows' coder without process start and file I/O, which
+        # on some VMs cost more than the coding of these files
+        for th in 1 2; do c_peer "$kind" "$mode" "zstd-1 (in memory)" "$th" build/bench/bgzstd "$peer_in" 1 "$th" 1 5; done
         for lv in 1 5; do for th in 1 2; do
             c_peer "$kind" "$mode" "blosc zstd-$lv shuffle" "$th" build/bench/blosc_bench "$peer_in" "$w" "$th" "$lv" 5 zstd
         done; done
@@ -256,6 +260,7 @@ ver() { "$@" 2>&1 | head -n 1 | sed -E 's/^\*+ //; s/, by .*//; s/ \*+$//' | tr 
     echo "\`lmc (CLI)\` rows and all command-line peers: whole process timed with \`date +%s.%N\`, input and output files on tmpfs (/dev/shm),"
     echo "so process start and file I/O are included; 5 runs if the first took < 1 s, 3 if < 5 s, else 1; median; every decompression checked with cmp."
     echo "blosc and byte-grouped+zstd rows: small C programs (bench/blosc_bench.c, bench/bgzstd.c), in memory, 1 warm-up + median of 5, round trip checked."
+    echo "zstd-1 (in memory): bench/bgzstd.c with one stream (no grouping), the whole file \`ZSTD_compress2\` level 1, as byte-grouped+zstd-1 otherwise."
     echo "blosc: c-blosc 1 \`blosc_compress_ctx\`, typesize = dtype width (2 bf16, 4 fp32), BLOSC_SHUFFLE, compressor zstd, automatic blocksize, whole file as one buffer."
     echo "byte-grouped+zstd-1 (and -19): whole file (header included) split into 2 (bf16) or 4 (fp32) byte streams, each \`ZSTD_compress2\` level 1 (19: one thread, one timed run after the warm-up);"
     echo "T2 = \`ZSTD_c_nbWorkers=2\` for compression; zstd decompression is single-threaded, so its T2 decompression is 1 thread."
