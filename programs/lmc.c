@@ -2113,6 +2113,7 @@ int main(int argc, char** argv)
     free(g_inbuf);
     free(g_outbuf);
     free(g_wr.buf[1]);
+    free(g_rd.buf[1]);   /* no read in flight: run_compress_ahead waits for its last */
     unload_ref();
     free(files);
     if (fflush(stdout) != 0) { errmsg("stdout: write error: %s", strerror(errno)); failed = 1; }
