@@ -610,7 +610,7 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
  * wide block reads only efc: the scalar fields (RC_PUT's) are filled only
  * where scalar is set (that loop is not used, or a tail of tokens goes
  * through RC_PUT): they cost a 64-bit division per symbol of each group. */
-static void key_tables(lmc_refctx_ws* ws, int scalar)
+static void key_tables(lmc_refctx_ws* ws, int scalar, int planes)
 {
     unsigned const alpha = ws->alpha;
     uint64_t rc[LMC_REFCTX_ALPHA_MAX];
@@ -638,6 +638,11 @@ static void key_tables(lmc_refctx_ws* ws, int scalar)
                 bi[s] = cum;
             }
             cum += fs;
+        }
+        if (planes) {
+            for (unsigned s = 0; s < 64; s++)
+                for (unsigned j = 0; j < 4; j++) ws->eplane[g][j][s] = s < alpha ? (uint8_t)(fc[s] >> (8 * j)) : 0;
+            memset(ws->ebound[g], ws->bound[g], sizeof(ws->ebound[g]));
         }
         /* present contexts of group g: those below the next bound */
         unsigned const end = g + 1 < ws->ngroups ? ws->bound[g + 1] : LMC_REFCTX_CONTEXTS;
@@ -747,39 +752,63 @@ LMC_FORCE_INLINE size_t rc_rounds32(const lmc_refctx_ws* ws, size_t i, uint32_t*
 }
 
 #if LMC_HAS_AVX512_DISPATCH
-/* 1/f for 8 frequencies (1..4096): the 14-bit estimate and two Newton
- * steps, within 2^-52 of 1/f relative (checked for every f; the estimate's
- * exact bits may differ between CPUs, the bound does not). Computing it
- * beats gathering it from a table where gathers are slow (Zen 4). */
-LMC_TARGET_AVX512 LMC_FORCE_INLINE __m512d recip(__m256i f32)
+/* The state after coding into x (1 <= x < f << 19) a token of frequency f
+ * and cumulative frequency cum, 16 lanes: x + cum + q (M - f) with
+ * q = x div f, which is cum + (x mod f) + q M. q comes from single floats:
+ * x rounded (2^-24 relative), 1/f from the 14-bit estimate and a Newton step
+ * (about 2^-23), so x/f is within 1/8 of the estimate and its floor q' is q,
+ * q - 1 or q + 1. Then r' = x - q' f, read off the result as
+ * x' - cum - q' M, is below 0 or at least f exactly when q' is one too
+ * many or too few, and adding or taking M - f corrects it. Two
+ * double-precision halves with two Newton steps each cost twice the
+ * vector work on cores that split 512-bit arithmetic (Zen 4). */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE __m512i rc_next(__m512i x, __m512i f, __m512i cum)
 {
-    __m512d const f = _mm512_cvtepu32_pd(f32), two = _mm512_set1_pd(2.0);
-    __m512d r = _mm512_rcp14_pd(f);
-    r = _mm512_mul_pd(r, _mm512_fnmadd_pd(f, r, two));
-    return _mm512_mul_pd(r, _mm512_fnmadd_pd(f, r, two));
+    __m512 const ff = _mm512_cvtepu32_ps(f);
+    __m512 r = _mm512_rcp14_ps(ff);
+    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(ff, r, _mm512_set1_ps(2.0f)));
+    __m512i const q = _mm512_cvttps_epu32(_mm512_mul_ps(_mm512_cvtepu32_ps(x), r));
+    __m512i const mf = _mm512_sub_epi32(_mm512_set1_epi32(LMC_ANS_M), f);
+    __m512i const y = _mm512_add_epi32(_mm512_add_epi32(x, cum), _mm512_mullo_epi32(q, mf));
+    __m512i const rem = _mm512_sub_epi32(_mm512_sub_epi32(y, cum), _mm512_slli_epi32(q, LMC_ANS_PROB_BITS));
+    __mmask16 const over = _mm512_cmplt_epi32_mask(rem, _mm512_setzero_si512());   /* r' < 0: q' = q + 1 */
+    __mmask16 const under = _mm512_cmpge_epi32_mask(rem, f);    /* r' >= f: q' = q - 1 */
+    return _mm512_mask_add_epi32(_mm512_mask_sub_epi32(y, over, y, mf), under, y, mf);
 }
 
-/* The frequencies f in 1..4096 whose computed 1/f is further than 2^-52
- * relative from 1/f (test_refctx expects none), or -1 without AVX-512. */
-LMC_TARGET_AVX512 static int recip_misses_avx512(void)
+/* For test_refctx: rc_next against exact division, for every f in 1..M and,
+ * for each, x at both ends of every quotient of a spread of quotients
+ * (all below 2^12, then a stride) and the top of the range. Returns the
+ * number of wrong states. */
+LMC_TARGET_AVX512 static long rc_next_misses_avx512(void)
 {
-    int bad = 0;
-    for (uint32_t f0 = 1; f0 <= LMC_ANS_M; f0 += 8) {
-        double r[8];
-        _mm512_storeu_pd(r, recip(_mm256_add_epi32(_mm256_set1_epi32((int)f0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))));
-        for (uint32_t k = 0; k < 8 && f0 + k <= LMC_ANS_M; k++) {
-            double const e = r[k] * (double)(f0 + k) - 1.0;
-            bad += e > 0x1p-52 || e < -0x1p-52;
+    long bad = 0;
+    uint32_t xs[16], fs[16], cs[16], out[16];
+    unsigned n = 0;
+    for (uint32_t f = 1; f <= LMC_ANS_M; f++) {
+        uint32_t const cum = (f * 2654435761u) % (LMC_ANS_M - f + 1);
+        for (uint32_t q = 0; q < (1u << 19); q = q < 4096 ? q + 1 : q + 997 + (q & 255)) {
+            for (int e = 0; e < 3; e++) {
+                uint64_t const x = e == 2 ? ((uint64_t)f << 19) - 1 : (uint64_t)q * f + (e ? f - 1 : 0);
+                if (x == 0 || x >= ((uint64_t)f << 19)) continue;
+                xs[n] = (uint32_t)x; fs[n] = f; cs[n] = cum;
+                if (++n < 16) continue;
+                _mm512_storeu_si512((void*)out, rc_next(_mm512_loadu_si512((const void*)xs), _mm512_loadu_si512((const void*)fs),
+                                                        _mm512_loadu_si512((const void*)cs)));
+                for (unsigned j = 0; j < 16; j++)
+                    bad += out[j] != cs[j] + xs[j] % fs[j] + (xs[j] / fs[j]) * LMC_ANS_M;
+                n = 0;
+            }
         }
     }
     return bad;
 }
 #endif
 
-int lmc_refctx_recip_misses(void)
+long lmc_refctx_next_misses(void)
 {
 #if LMC_HAS_AVX512_DISPATCH
-    if (lmc_cpu_has_avx512()) return recip_misses_avx512();
+    if (lmc_cpu_has_avx512()) return rc_next_misses_avx512();
 #endif
     return -1;
 }
@@ -788,14 +817,10 @@ int lmc_refctx_recip_misses(void)
 /* 16 tokens of the keys k into the states *xs, one per lane, as RC_PUT does
  * each: the word out first where x >= f << 19 (the lanes' words, in lane
  * order, end at word nk: written as 16 words whose unused low ones later
- * words overwrite), then x = x + cum + q (M - f) with q = x div f. q comes
- * from doubles: x < 2^31 is exact and 1/f (recip) within 2^-52 relative, so x/f + 2^-16
- * lies within (q, q + 1) whether or not f divides x (a remainder is at
- * least 1/f >= 2^-12 from the next integer). */
-LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes(const lmc_refctx_ws* ws, __m512i k, __m512i* xs, uint8_t* wp, size_t nk)
+ * words overwrite), then rc_next. */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes_fc(__m512i fc, __m512i* xs, uint8_t* wp, size_t nk)
 {
     __m512i x = *xs;
-    __m512i const fc = _mm512_i32gather_epi32(k, (const int*)(const void*)ws->efc, 4);
     __m512i const f = _mm512_and_si512(fc, _mm512_set1_epi32(0x1FFF));
     __m512i const cum = _mm512_srli_epi32(fc, 13);
     __mmask16 const out = _mm512_cmpge_epu32_mask(x, _mm512_slli_epi32(f, 19));
@@ -803,14 +828,14 @@ LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes(const lmc_refctx_ws* ws, __m5
     _mm256_mask_storeu_epi16((void*)(wp + 2 * ((ptrdiff_t)nk + 1 - (ptrdiff_t)n)), (__mmask16)((1u << n) - 1),
                              _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(out, x)));
     nk -= n;
-    x = _mm512_mask_srli_epi32(x, out, x, 16);
-    __m512d const nudge = _mm512_set1_pd(1.0 / 65536);
-    __m512d const d0 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_castsi512_si256(x)), recip(_mm512_castsi512_si256(f))), nudge);
-    __m512d const d1 = _mm512_add_pd(_mm512_mul_pd(_mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(x, 1)), recip(_mm512_extracti64x4_epi64(f, 1))), nudge);
-    __m512i const q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvttpd_epu32(d0)), _mm512_cvttpd_epu32(d1), 1);
-    x = _mm512_add_epi32(_mm512_add_epi32(x, cum), _mm512_mullo_epi32(q, _mm512_sub_epi32(_mm512_set1_epi32(LMC_ANS_M), f)));
-    *xs = x;
+    *xs = rc_next(_mm512_mask_srli_epi32(x, out, x, 16), f, cum);
     return nk;
+}
+
+/* rc_lanes_fc with the fields gathered from efc by key */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes(const lmc_refctx_ws* ws, __m512i k, __m512i* xs, uint8_t* wp, size_t nk)
+{
+    return rc_lanes_fc(_mm512_i32gather_epi32(k, (const int*)(const void*)ws->efc, 4), xs, wp, nk);
 }
 
 /* rc_rounds32 with AVX-512: states 0-15 and 16-31 in two vectors; a round
@@ -824,6 +849,69 @@ LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size
         __m512i const ka = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ws->key + i)));
         nk = rc_lanes(ws, kb, &xb, wp, nk);
         nk = rc_lanes(ws, ka, &xa, wp, nk);
+    }
+    _mm512_storeu_si512((void*)x, xa);
+    _mm512_storeu_si512((void*)(x + 16), xb);
+    return nk;
+}
+#endif
+
+#if LMC_HAS_AVX512_DISPATCH
+/* rc_rounds32_avx512 with the fields looked up 64 tokens at a time in
+ * registers (vpermb) instead of gathered: on Zen 4 the two 16-lane gathers
+ * of a round took about a quarter of bf16 delta compression. Each key
+ * (context * 65 + token) is split into its context (a multiply-high by
+ * 4033, exact below 256 * 65) and token; the four byte planes of group 0's
+ * fields are looked up by token, and each later group's overwrite the
+ * tokens whose context is at least its first one. The bytes of the 64
+ * tokens are put in an order (put64) that the interleaving of the planes
+ * (bytes to words to double words, within 128-bit lanes) turns back into
+ * token order, 16 tokens a vector. Only for tokens below 64 (every bf16
+ * block; an fp32 block without token 64). */
+LMC_TARGET_AVX512VBMI static size_t rc_rounds32_vbmi(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
+{
+    /* byte p = 16 L + 4 r + j of the planes holds token 16 r + 4 L + j, taken
+     * from the low byte of its word among the two vectors of 32 keys */
+    uint8_t put64[64];
+    for (unsigned p = 0; p < 64; p++) put64[p] = (uint8_t)(2 * (16 * ((p >> 2) & 3) + 4 * (p >> 4) + (p & 3)));
+    __m512i const put = _mm512_loadu_si512((const void*)put64);
+    __m512i const mul = _mm512_set1_epi16(4033), k65 = _mm512_set1_epi16(65);
+    unsigned const G = ws->ngroups;
+    __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
+    if (i & 32) {   /* an odd round first: the loop below takes two */
+        i -= LMC_REFCTX_STATES_WIDE;
+        __m512i const kb = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ws->key + i + 16)));
+        __m512i const ka = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ws->key + i)));
+        nk = rc_lanes(ws, kb, &xb, wp, nk);
+        nk = rc_lanes(ws, ka, &xa, wp, nk);
+    }
+    while (i) {
+        i -= 2 * LMC_REFCTX_STATES_WIDE;
+        __m512i const k0 = _mm512_loadu_si512((const void*)(ws->key + i));
+        __m512i const k1 = _mm512_loadu_si512((const void*)(ws->key + i + 32));
+        __m512i const c0 = _mm512_srli_epi16(_mm512_mulhi_epu16(k0, mul), 2);
+        __m512i const c1 = _mm512_srli_epi16(_mm512_mulhi_epu16(k1, mul), 2);
+        __m512i const t0 = _mm512_sub_epi16(k0, _mm512_mullo_epi16(c0, k65));
+        __m512i const t1 = _mm512_sub_epi16(k1, _mm512_mullo_epi16(c1, k65));
+        __m512i const ctx = _mm512_permutex2var_epi8(c0, put, c1);
+        __m512i const tok = _mm512_permutex2var_epi8(t0, put, t1);
+        __m512i p0 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][0]));
+        __m512i p1 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][1]));
+        __m512i p2 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][2]));
+        __m512i p3 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][3]));
+        for (unsigned g = 1; g < G; g++) {
+            __mmask64 const in = _mm512_cmpge_epu8_mask(ctx, _mm512_loadu_si512((const void*)ws->ebound[g]));
+            p0 = _mm512_mask_permutexvar_epi8(p0, in, tok, _mm512_loadu_si512((const void*)ws->eplane[g][0]));
+            p1 = _mm512_mask_permutexvar_epi8(p1, in, tok, _mm512_loadu_si512((const void*)ws->eplane[g][1]));
+            p2 = _mm512_mask_permutexvar_epi8(p2, in, tok, _mm512_loadu_si512((const void*)ws->eplane[g][2]));
+            p3 = _mm512_mask_permutexvar_epi8(p3, in, tok, _mm512_loadu_si512((const void*)ws->eplane[g][3]));
+        }
+        __m512i const lo01 = _mm512_unpacklo_epi8(p0, p1), hi01 = _mm512_unpackhi_epi8(p0, p1);
+        __m512i const lo23 = _mm512_unpacklo_epi8(p2, p3), hi23 = _mm512_unpackhi_epi8(p2, p3);
+        nk = rc_lanes_fc(_mm512_unpackhi_epi16(hi01, hi23), &xb, wp, nk);   /* tokens i + 48 .. i + 63 */
+        nk = rc_lanes_fc(_mm512_unpacklo_epi16(hi01, hi23), &xa, wp, nk);   /* i + 32 .. */
+        nk = rc_lanes_fc(_mm512_unpackhi_epi16(lo01, lo23), &xb, wp, nk);   /* i + 16 .. */
+        nk = rc_lanes_fc(_mm512_unpacklo_epi16(lo01, lo23), &xa, wp, nk);   /* i .. i + 15 */
     }
     _mm512_storeu_si512((void*)x, xa);
     _mm512_storeu_si512((void*)(x + 16), xb);
@@ -857,11 +945,13 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
     unsigned const S = ws->states;
     size_t const raw_at = head + 4 * S + 4;
     if (raw_at + raw_bytes > cap) return 0;
-    int lanes512 = 0;
+    int lanes512 = 0, vbmi = 0;
 #if LMC_HAS_AVX512_DISPATCH
     lanes512 = S == LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512();
+    vbmi = lanes512 && m >= 2 * LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512vbmi();
+    for (unsigned g = 0; g < G && vbmi; g++) vbmi = alpha <= 64 || !ws->freq[g][64];
 #endif
-    key_tables(ws, !lanes512 || (m & (S - 1)));
+    key_tables(ws, !lanes512 || (m & (S - 1)), vbmi);
 
     /* tokens, backwards; symbol i uses state i mod S and the table of its context */
     uint8_t* const wend = ws->words + sizeof(ws->words);
@@ -879,7 +969,8 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
         x[i & (S - 1)] = xs;
     }
 #if LMC_HAS_AVX512_DISPATCH
-    if (lanes512) nk = rc_rounds32_avx512(ws, i, x, wp, nk);
+    if (vbmi) nk = rc_rounds32_vbmi(ws, i, x, wp, nk);
+    else if (lanes512) nk = rc_rounds32_avx512(ws, i, x, wp, nk);
     else
 #endif
 #if LMC_HAS_BMI2_DISPATCH

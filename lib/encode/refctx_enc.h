@@ -44,6 +44,11 @@ typedef struct {
     /* the same for the AVX-512 coder of 32 states: frequency | cumulative
      * frequency << 13 (it computes 1 / frequency, see rc_lanes) */
     uint32_t efc[LMC_REFCTX_KEYS];
+    /* the same fields for the VBMI coder, by group and token (< 64): byte j
+     * of efc's word in plane j; and each group's first context in every byte
+     * of a vector (groups are runs of contexts) */
+    uint8_t  eplane[LMC_REFCTX_MAX_GROUPS][4][64];
+    uint8_t  ebound[LMC_REFCTX_MAX_GROUPS][64];
     uint32_t gcount[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];  /* merge scratch */
     uint8_t  words[2 * LMC_VBLOCK_MAX + 64];     /* renormalisation words, written backwards */
 } lmc_refctx_ws;
@@ -72,9 +77,10 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
  * if it exceeds cap. dst needs 8 bytes of slack past cap. */
 size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap);
 
-/* Internal check for test_refctx: how many frequencies the AVX-512 coder's
- * computed reciprocal misses by more than 2^-52 (-1: that coder is not in
- * this build or on this CPU). */
-int lmc_refctx_recip_misses(void);
+/* Internal check for test_refctx: how many of a spread of states the
+ * AVX-512 coder's state update (its division by f from single floats and a
+ * correction) gets wrong, over every f (-1: that coder is not in this build
+ * or on this CPU). */
+long lmc_refctx_next_misses(void);
 
 #endif
