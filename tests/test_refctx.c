@@ -610,6 +610,34 @@ static size_t raw_size_at(const uint8_t* blk, size_t n, unsigned w)
  * short stream (a sparse delta's, which the decoder copies in front of
  * zeros so that its vector loops can run to the end) and a long one (read
  * in place, the last values one at a time). */
+/* Every value's difference of one bit length k (k - 1 raw bits), for each
+ * k a width allows, and mixtures of two neighbouring lengths: the encoders
+ * join the raw bits of several values before writing them (up to 63 bits
+ * at a time), so that runs of exactly 64 or just over bits, the writer's
+ * bound, are met at every alignment; every CPU mode must write the same
+ * block, and each decode it. */
+static void test_raw_widths(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    size_t const m = 4099;
+    for (unsigned w = 2; w <= 4; w += 2)
+        for (unsigned k = 1; k <= (w == 2 ? 15u : 31u); k++)
+            for (int mix = 0; mix < 2; mix++) {
+                tu_rng r = { 31u * k + w + (unsigned)mix };
+                for (size_t i = 0; i < m; i++) {
+                    uint32_t const e = (uint32_t)(100 + tu_next(&r) % 20);
+                    uint32_t const ref = w == 2 ? e << 7 | (uint32_t)(tu_next(&r) & 0x7F) : e << 23 | (uint32_t)(tu_next(&r) & 0x7FFFFF);
+                    unsigned const kk = mix && k > 1 && (tu_next(&r) & 1) ? k - 1 : k;
+                    /* |t| of bit length kk, added: the sign stays, the magnitude grows */
+                    uint32_t const mag = (1u << (kk - 1)) | ((uint32_t)tu_next(&r) & ((1u << (kk - 1)) - 1));
+                    uint32_t const cur = (ref + mag) & (w == 2 ? 0x7FFFu : 0x7FFFFFFFu);
+                    wr(s->ref + i * w, w, ref);
+                    wr(s->cur + i * w, w, cur);
+                }
+                (void)roundtrip(s, m, w);
+            }
+}
+
 static void test_raw_length(void** state)
 {
     rc_state* const s = (rc_state*)*state;
@@ -811,6 +839,7 @@ int main(void)
         cmocka_unit_test(test_handmade),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_raw_length),
+        cmocka_unit_test(test_raw_widths),
         cmocka_unit_test(test_sparse_blocks),
         cmocka_unit_test(test_state_update),
         cmocka_unit_test(test_frame_choice),

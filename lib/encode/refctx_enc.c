@@ -326,13 +326,24 @@ LMC_TARGET_AVX512 static void analyse16_avx512(lmc_refctx_ws* ws, rawwriter* rwp
         __m512i const np = _mm512_add_epi32(nbl, _mm512_srli_epi32(nb, 16));
         /* fours */
         __m512i const npl = _mm512_and_si512(np, lo32);
+        __m512i const q4 = _mm512_or_si512(_mm512_and_si512(p, lo32), _mm512_sllv_epi64(_mm512_srli_epi64(p, 32), npl));
+        __m512i const n4 = _mm512_add_epi64(npl, _mm512_srli_epi64(np, 32));
+        /* eights, in the even lanes, where all four fit the writer (63 bits) */
+        __m512i const n8 = _mm512_add_epi64(n4, _mm512_shuffle_epi32(n4, _MM_PERM_BADC));
+        int const eights = !_mm512_mask_cmpgt_epu64_mask(0x55, n8, _mm512_set1_epi64(63));
         uint64_t q[8], nq[8];
-        _mm512_storeu_si512((void*)q, _mm512_or_si512(_mm512_and_si512(p, lo32), _mm512_sllv_epi64(_mm512_srli_epi64(p, 32), npl)));
-        _mm512_storeu_si512((void*)nq, _mm512_add_epi64(npl, _mm512_srli_epi64(np, 32)));
+        if (eights) {
+            _mm512_storeu_si512((void*)q, _mm512_or_si512(q4, _mm512_sllv_epi64(_mm512_shuffle_epi32(q4, _MM_PERM_BADC), n4)));
+            _mm512_storeu_si512((void*)nq, n8);
+        } else {
+            _mm512_storeu_si512((void*)q, q4);
+            _mm512_storeu_si512((void*)nq, n4);
+        }
         LMC_VIA_MEMORY(q); LMC_VIA_MEMORY(nq);
         /* the keys of the step before (see analyse16_avx2) */
         if (i) count_keys(lc, ws->key + i - 32, 32);
-        for (int j = 0; j < 8; j++) raw_put_wide(&rw, q[j], (unsigned)nq[j]);
+        if (eights) for (int j = 0; j < 8; j += 2) raw_put_wide(&rw, q[j], (unsigned)nq[j]);
+        else        for (int j = 0; j < 8; j++) raw_put_wide(&rw, q[j], (unsigned)nq[j]);
     }
     if (i) {
         count_keys(lc, ws->key + i - 32, 32);
