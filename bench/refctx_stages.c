@@ -25,7 +25,7 @@ typedef struct { const uint8_t* cur; const uint8_t* ref; size_t m; unsigned w; }
 
 int main(int argc, char** argv)
 {
-    if (argc < 3) { fprintf(stderr, "usage: %s NEW.safetensors REF.safetensors [iterations [all|avx512|avx2|bmi2|none]]\n", argv[0]); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: %s NEW.safetensors REF.safetensors [iterations [all|permutes|avx512|avx2|bmi2|none]]\n", argv[0]); return 2; }
     int const iters = argc > 3 ? atoi(argv[3]) : 5;
     if (argc > 4) {
         const char* const c = argv[4];
@@ -33,6 +33,7 @@ int main(int argc, char** argv)
         else if (!strcmp(c, "avx2")) lmc_cpu_restrict(LMC_CPU_AVX2 | LMC_CPU_BMI1 | LMC_CPU_BMI2);
         else if (!strcmp(c, "bmi2")) lmc_cpu_restrict(LMC_CPU_BMI2);
         else if (!strcmp(c, "none")) lmc_cpu_restrict(0);
+        else if (!strcmp(c, "permutes")) lmc_cpu_restrict(~LMC_CPU_FASTGATHER);   /* VBMI lookups on Intel too */
         else if (strcmp(c, "all")) { fprintf(stderr, "unknown CPU set %s\n", c); return 2; }
     }
     size_t nn, nr;

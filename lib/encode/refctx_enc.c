@@ -878,7 +878,11 @@ LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size
  * tokens are put in an order (put64) that the interleaving of the planes
  * (bytes to words to double words, within 128-bit lanes) turns back into
  * token order, 16 tokens a vector. Only for tokens below 64 (every bf16
- * block; an fp32 block without token 64). */
+ * block; an fp32 block without token 64), and not where gathers are fast:
+ * about 5 permutes per group of contexts for 64 tokens (a bf16 block has
+ * 7-11 groups) would load the one port that an Intel core's 512-bit
+ * shuffles, compresses and gathers share, which bounds this loop there
+ * (doc/refctx.md, "An integer quotient"). Not measured on Intel. */
 LMC_TARGET_AVX512VBMI static size_t rc_rounds32_vbmi(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
 {
     /* byte p = 16 L + 4 r + j of the planes holds token 16 r + 4 L + j, taken
@@ -959,7 +963,7 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
     int lanes512 = 0, vbmi = 0;
 #if LMC_HAS_AVX512_DISPATCH
     lanes512 = S == LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512();
-    vbmi = lanes512 && m >= 2 * LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512vbmi();
+    vbmi = lanes512 && m >= 2 * LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512vbmi() && !lmc_cpu_gathers_fast();
     for (unsigned g = 0; g < G && vbmi; g++) vbmi = alpha <= 64 || !ws->freq[g][64];
 #endif
     key_tables(ws, !lanes512 || (m & (S - 1)), vbmi);
