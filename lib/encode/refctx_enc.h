@@ -42,7 +42,7 @@ typedef struct {
     uint64_t erc[LMC_REFCTX_KEYS];
     uint32_t exm[LMC_REFCTX_KEYS], ebias[LMC_REFCTX_KEYS], ecmpl[LMC_REFCTX_KEYS];
     /* the same for the AVX-512 coder of 32 states: frequency | cumulative
-     * frequency << 13 (it computes 1 / frequency, see rc_lanes) */
+     * frequency << 13 (it divides by the frequency in floats, see rc_next) */
     uint32_t efc[LMC_REFCTX_KEYS];
     /* the same fields for the VBMI coder, by group and token (< 64): byte j
      * of efc's word in plane j; and each group's first context in every byte
