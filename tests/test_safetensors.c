@@ -16,6 +16,7 @@
 
 #include "lmc.h"
 #include "safetensors.h"
+#include "segments.h"
 
 typedef struct {
     unsigned char* buf;
@@ -402,6 +403,71 @@ static void test_find_utf8_and_prefixes(void** state)
     free(f.buf);
 }
 
+/* The segments of a file against a reference: each tensor XORed against
+ * the reference's tensor of that name and shape, found by parsing the
+ * reference's header, or, when the header is byte-identical and the sizes
+ * agree, from the file's own parse. A reference of another size is never
+ * matched through its header (its tensors could lie past its end). */
+static size_t xor_tensors(const lmc_segs* s, const file_t* f)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const lmc_seg* g = &s->v[i];
+        if (g->dtype == LMC_DTYPE_BYTES || !g->xor_ref) continue;
+        assert_true(g->ref_off + g->len <= f->size);
+        n++;
+    }
+    return n;
+}
+
+static void test_segments_against_reference(void** state)
+{
+    (void)state;
+    static const char reordered[] =
+        "{\"c.ids\":{\"dtype\":\"U8\",\"shape\":[5],\"data_offsets\":[0,5]},"
+        "\"a.weight\":{\"dtype\":\"BF16\",\"shape\":[2,4],\"data_offsets\":[5,21]},"
+        "\"b.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[21,45]}}";
+    file_t f = make_file(valid_json, 0, 45);
+    for (size_t i = 0; i < 45; i++) f.buf[f.size - 45 + i] = (unsigned char)(i * 7 + 1);
+    size_t const hdr = f.size - 45;
+    lmc_segs s;
+    memset(&s, 0, sizeof s);
+
+    /* same header, same size: every tensor matched, at its own offsets */
+    file_t r = make_file(valid_json, 0, 45);
+    assert_int_equal(lmc_segs_build(&s, LMC_FORMAT_AUTO, LMC_DTYPE_BYTES, f.buf, f.size, f.size, r.buf, r.size), 0);
+    assert_int_equal(s.tensors_total, 3);
+    assert_int_equal(s.tensors_matched, 3);
+    assert_int_equal(xor_tensors(&s, &r), 3);
+    for (size_t i = 0; i < s.n; i++)
+        if (s.v[i].dtype != LMC_DTYPE_BYTES) assert_int_equal(s.v[i].ref_off, s.v[i].off);
+
+    /* same header bytes, one byte longer or shorter: not a valid file, no tensor matched */
+    for (int d = -1; d <= 1; d += 2) {
+        assert_int_equal(lmc_segs_build(&s, LMC_FORMAT_AUTO, LMC_DTYPE_BYTES, f.buf, f.size, f.size, r.buf,
+                                        (size_t)((long)r.size + d)), 0);
+        assert_int_equal(s.tensors_matched, 0);
+        assert_int_equal(xor_tensors(&s, &r), 0);
+    }
+    free(r.buf);
+
+    /* another header, the same tensors elsewhere: matched by name, at the reference's offsets */
+    r = make_file(reordered, 0, 45);
+    assert_int_equal(lmc_segs_build(&s, LMC_FORMAT_AUTO, LMC_DTYPE_BYTES, f.buf, f.size, f.size, r.buf, r.size), 0);
+    assert_int_equal(s.tensors_matched, 3);
+    size_t const rh = r.size - 45;
+    for (size_t i = 0; i < s.n; i++) {
+        const lmc_seg* g = &s.v[i];
+        if (g->dtype == LMC_DTYPE_BF16) assert_int_equal(g->ref_off, rh + 5);
+        if (g->dtype == LMC_DTYPE_F32) assert_int_equal(g->ref_off, rh + 21);
+        if (g->dtype == LMC_DTYPE_U8 && g->off >= hdr) assert_int_equal(g->ref_off, rh);
+    }
+    assert_int_equal(xor_tensors(&s, &r), 3);
+    free(r.buf);
+    lmc_segs_free(&s);
+    free(f.buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -413,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_invalid_lengths),
         cmocka_unit_test(test_probe),
         cmocka_unit_test(test_find_utf8_and_prefixes),
+        cmocka_unit_test(test_segments_against_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
