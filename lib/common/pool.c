@@ -95,6 +95,23 @@ static void spin_for_prepared(lmc_pool* p, size_t seen)
 
 static int pl_can_take(const lmc_pool* p) { return !p->pl_stop && p->pl_taken < p->pl_prepared; }
 
+/* The caller, with no job left to take, polls for the next one to finish
+ * before it sleeps: a sleeping caller's wake-up took 70-80 us on the 2-core
+ * VM, 4 % of decoding a 6.6 MB delta with two threads. A job is at most a
+ * chunk's work, a few milliseconds, and the caller has nothing else to do;
+ * the poll yields its core as spin_over does. */
+#define CALLER_SPIN_NS 4000000L
+static void spin_for_finished(lmc_pool* p, size_t seen)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned n = 1;; n++) {
+        if (__atomic_load_n(&p->pl_finished, __ATOMIC_ACQUIRE) != seen) return;
+        lmc_cpu_relax();
+        if (!(n & 63) && (elapsed_ns(&t0) > CALLER_SPIN_NS || (sched_yield(), 0))) return;
+    }
+}
+
 /* Runs one prepared job; called and returns with mu held. */
 static void pl_run_one(lmc_pool* p)
 {
@@ -104,7 +121,7 @@ static void pl_run_one(lmc_pool* p)
     p->pl_job(p->pl_arg, i, slot);
     pthread_mutex_lock(&p->mu);
     p->pl_done[slot] = 1;
-    p->pl_finished++;
+    __atomic_store_n(&p->pl_finished, p->pl_finished + 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->done);
 }
 
@@ -216,7 +233,7 @@ int lmc_pool_pipeline(lmc_pool* p, unsigned window, lmc_prep_fn prepare, lmc_slo
     pthread_mutex_lock(&p->mu);
     p->pl_job = job; p->pl_arg = arg; p->pl_window = window;
     __atomic_store_n(&p->pl_prepared, 0, __ATOMIC_RELEASE);
-    p->pl_taken = 0; p->pl_finished = 0; p->pl_stop = 0;
+    p->pl_taken = 0; __atomic_store_n(&p->pl_finished, 0, __ATOMIC_RELAXED); p->pl_stop = 0;
     for (unsigned s = 0; s < window; s++) p->pl_done[s] = 0;
     __atomic_store_n(&p->pl_active, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
@@ -252,7 +269,12 @@ int lmc_pool_pipeline(lmc_pool* p, unsigned window, lmc_prep_fn prepare, lmc_slo
         if (p->pl_stop ? p->pl_finished == p->pl_taken : end && committed == p->pl_prepared) break;
         /* 4. help with a job, else wait for one to finish */
         if (pl_can_take(p)) { pl_run_one(p); continue; }
-        pthread_cond_wait(&p->done, &p->mu);
+        size_t const fin = p->pl_finished;
+        pthread_mutex_unlock(&p->mu);
+        spin_for_finished(p, fin);
+        pthread_mutex_lock(&p->mu);
+        /* under the mutex: a job that finishes from here on broadcasts after this wait begins */
+        if (p->pl_finished == fin) pthread_cond_wait(&p->done, &p->mu);
     }
     __atomic_store_n(&p->pl_active, 0, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&p->wake);
