@@ -3,8 +3,8 @@
  * state layout do not depend on the vector width, so this gives the same
  * hashes as hash.c and hash_avx2.c. Measured on an Intel Xeon (Emerald Rapids
  * class) VM (bench/hash_speed.c): the chunk and frame hashes of a 6.6 MB
- * input 15-22 % faster than with AVX2; on Zen 4, whose 512-bit operations
- * take two passes, an earlier session measured no gain. */
+ * input 15-22 % faster than with AVX2; on the AMD EPYC VM an earlier
+ * session measured no gain. */
 #include "hash.h"
 
 /* XXH3 picks its AVX-512 loop from -mavx512f; built without the flag

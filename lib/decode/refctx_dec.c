@@ -862,8 +862,8 @@ LMC_TARGET_AVX512VBMI static size_t apply16_vbmi(lmc_refctx_dws* ws, uint8_t* ds
  * arithmetic. A step with a token of k = 32 goes apply32_step's way. From
  * value 0 at bit 0; apply32_avx2 finishes the block. The 8 bytes come from
  * a 64-bit gather, or with VBMI from byte permutes of a 128-byte window
- * (the 16 values' bits span at most 7 + 15 * 31 + 31 bits): Zen 4's
- * gathers are slow. */
+ * (the 16 values' bits span at most 7 + 15 * 31 + 31 bits): the AMD EPYC
+ * VM's gathers are slow. */
 typedef struct {
     __m512i tk, k, nb, p, at, sh;   /* token, bit length, raw-bit count, prefix sums, byte, shift */
 } apply32_lanes;
@@ -1148,8 +1148,8 @@ LMC_TARGET_AVX512VBMI LMC_FORCE_INLINE void round_groups(const uint8_t* ref, siz
 }
 
 /* Pass 1 of a wide block with AVX-512 VBMI: as decode_tokens_avx512, the
- * groups' offsets from byte permutes instead of a gather. On a Zen 4 core
- * the gathers were most of this loop's time. */
+ * groups' offsets from byte permutes instead of a gather. On the AMD EPYC
+ * VM (Zen 5) the gathers were most of this loop's time. */
 LMC_TARGET_AVX512VBMI static size_t decode_tokens_vbmi(lmc_refctx_dws* ws, size_t i, size_t m, const uint8_t* ref,
                                                        uint32_t* x, const uint8_t** wpp, const uint8_t* wend, unsigned bits)
 {

@@ -772,7 +772,7 @@ LMC_FORCE_INLINE size_t rc_rounds32(const lmc_refctx_ws* ws, size_t i, uint32_t*
  * x' - cum - q' M, is below 0 or at least f exactly when q' is one too
  * many or too few, and adding or taking M - f corrects it. Two
  * double-precision halves with two Newton steps each cost twice the
- * vector work on cores that split 512-bit arithmetic (Zen 4). */
+ * vector work (+7 % for the whole bf16 delta on the AMD EPYC VM). */
 LMC_TARGET_AVX512 LMC_FORCE_INLINE __m512i rc_next(__m512i x, __m512i f, __m512i cum)
 {
     __m512 const ff = _mm512_cvtepu32_ps(f);
@@ -869,12 +869,12 @@ LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size
 
 #if LMC_HAS_AVX512_DISPATCH
 /* rc_rounds32_avx512 with the fields looked up 64 tokens at a time in
- * registers (vpermb) instead of gathered: on Zen 4 the two 16-lane gathers
- * of a round took about a quarter of bf16 delta compression. Each key
- * (context * 65 + token) is split into its context (a multiply-high by
- * 4033, exact below 256 * 65) and token; the four byte planes of group 0's
- * fields are looked up by token, and each later group's overwrite the
- * tokens whose context is at least its first one. The bytes of the 64
+ * registers (vpermb) instead of gathered: on the AMD EPYC VM (Zen 5) the
+ * two 16-lane gathers of a round took about a quarter of bf16 delta
+ * compression. Each key (context * 65 + token) is split into its context
+ * (a multiply-high by 4033, exact below 256 * 65) and token; the four byte
+ * planes of group 0's fields are looked up by token, and each later group's
+ * overwrite the tokens whose context is at least its first one. The bytes of the 64
  * tokens are put in an order (put64) that the interleaving of the planes
  * (bytes to words to double words, within 128-bit lanes) turns back into
  * token order, 16 tokens a vector. Only for tokens below 64 (every bf16

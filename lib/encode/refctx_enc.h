@@ -56,9 +56,9 @@ typedef struct {
 /* A block whose estimated size is at least this many bytes is coded with 32
  * rANS states (LMC_REFCTX_WIDE): 112 more bytes, at most 5.5 % of it, for a
  * token loop that decodes about twice as fast with 16-lane gathers (on
- * Intel with AVX-512; on Zen 4 about a tenth faster, and without AVX-512 no
- * faster). Only a very sparse delta's small blocks (over about 95 % of the
- * values unchanged) keep 4 states. Every full block saves the same decoding
+ * Intel with AVX-512; on the AMD EPYC VM about a tenth faster, and without
+ * AVX-512 no faster). Only a very sparse delta's small blocks (over about
+ * 95 % of the values unchanged) keep 4 states. Every full block saves the same decoding
  * time, so the bound only caps what the states cost relative to the block.
  * (24 KiB until 2026-12-01, 12 KiB until 2026-12-02: on the Xeon box a bf16
  * delta with 78.6 % of its values unchanged, 8 KiB blocks, decoded at 886
