@@ -691,15 +691,26 @@ LMC_TARGET_AVX512 LMC_FORCE_INLINE int tokens32(const lmc_refctx_dws* ws, size_t
 /* 32 values from their differences t (word lanes) to their references:
  * apply16_step's arithmetic. Bit 15 of a lane of *bad marks a value whose
  * magnitude left 15 bits (a corrupt block). */
-LMC_TARGET_AVX512 LMC_FORCE_INLINE void values32(uint8_t* dst, const uint8_t* ref, __m512i t, __m512i* bad)
+LMC_TARGET_AVX512 LMC_FORCE_INLINE void values32k(uint8_t* dst, const uint8_t* ref, __m512i t, __m512i* bad, __m512i lo15,
+                                                  __m512i hi1)
 {
     __m512i const r = _mm512_loadu_si512((const void*)ref);
-    __m512i const v = _mm512_add_epi16(_mm512_and_si512(r, _mm512_set1_epi16(0x7FFF)), t);
+    __m512i const v = _mm512_add_epi16(_mm512_and_si512(r, lo15), t);
     *bad = _mm512_or_si512(*bad, _mm512_andnot_si512(t, v));
     __m512i const sg = _mm512_srai_epi16(v, 15);
     __m512i const a = _mm512_xor_si512(v, sg);
-    _mm512_storeu_si512((void*)dst, _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), _mm512_set1_epi16((short)0x8000)), a));
+    _mm512_storeu_si512((void*)dst, _mm512_or_si512(_mm512_and_si512(_mm512_xor_si512(r, sg), hi1), a));
 }
+
+LMC_TARGET_AVX512 LMC_FORCE_INLINE void values32(uint8_t* dst, const uint8_t* ref, __m512i t, __m512i* bad)
+{
+    values32k(dst, ref, t, bad, _mm512_set1_epi16(0x7FFF), _mm512_set1_epi16((short)0x8000));
+}
+
+/* Keeps a loop's constant in a register: gcc otherwise builds some of them
+ * again in every pass (a move and a broadcast each; five of them were a
+ * sixth of apply16_vbmi's instructions). */
+#define LMC_PIN(v) __asm__("" : "+v"(v))
 
 /* 16-bit values, pass 2 with AVX-512 BW: apply16_step's arithmetic for 32
  * values a step, one 8-value window in each 128-bit lane of a zmm. The
@@ -815,8 +826,11 @@ LMC_TARGET_AVX512VBMI static size_t apply16_vbmi(lmc_refctx_dws* ws, uint8_t* ds
                                            7, 7, 7, 7, 7, 7, 7, 7, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512i const last2 = _mm512_set_epi16(15, 15, 15, 15, 15, 15, 15, 15, 7, 7, 7, 7, 7, 7, 7, 7,
                                            0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    __m512i const one = _mm512_set1_epi16(1), eight = _mm512_set1_epi16(8), c0100 = _mm512_set1_epi16(0x0100);
-    __m512i const c0101 = _mm512_set1_epi16(0x0101);
+    __m512i one = _mm512_set1_epi16(1), c0100 = _mm512_set1_epi16(0x0100);
+    __m512i c0302 = _mm512_set1_epi16(0x0302), seven = _mm512_set1_epi16(7);
+    __m512i lo15 = _mm512_set1_epi16(0x7FFF), hi1 = _mm512_set1_epi16((short)0x8000);
+    LMC_PIN(one); LMC_PIN(c0100); LMC_PIN(c0302); LMC_PIN(seven);
+    LMC_PIN(lo15); LMC_PIN(hi1);
     __m512i bad = _mm512_setzero_si512();
     uint32_t badv = 0;
     uint64_t off = 0;
@@ -837,17 +851,18 @@ LMC_TARGET_AVX512VBMI static size_t apply16_vbmi(lmc_refctx_dws* ws, uint8_t* ds
         p = _mm512_mask_add_epi16(p, 0xFFFF0000u, p, _mm512_permutexvar_epi16(last2, p));
         unsigned const total = (unsigned)_mm_extract_epi16(_mm512_extracti32x4_epi32(p, 3), 7);
         __m512i const pos = _mm512_add_epi16(_mm512_sub_epi16(p, nb), _mm512_set1_epi16((short)(off & 7)));
-        __m512i const sh = _mm512_and_si512(pos, _mm512_set1_epi16(7));
+        __m512i const sh = _mm512_and_si512(pos, seven);
         __m512i const at = _mm512_srli_epi16(pos, 3);
         __m512i const W = _mm512_loadu_si512((const void*)(raw + (off >> 3)));
-        /* bytes at, at+1 in A, at+1, at+2 in B: 16 bits from bit sh of at */
-        __m512i const ia = _mm512_add_epi16(_mm512_mullo_epi16(at, c0101), c0100);
-        __m512i const A = _mm512_permutexvar_epi8(ia, W), B = _mm512_permutexvar_epi8(_mm512_add_epi16(ia, c0101), W);
-        __m512i const y = _mm512_or_si512(_mm512_srlv_epi16(A, sh), _mm512_sllv_epi16(B, _mm512_sub_epi16(eight, sh)));
+        /* bytes at, at+1 in A, at+2, at+3 in B: 16 bits from bit sh of at, by a double shift */
+        __m512i const at2 = _mm512_add_epi16(_mm512_slli_epi16(at, 8), at);
+        __m512i const A = _mm512_permutexvar_epi8(_mm512_add_epi16(at2, c0100), W);
+        __m512i const B = _mm512_permutexvar_epi8(_mm512_add_epi16(at2, c0302), W);
+        __m512i const y = _mm512_shrdv_epi16(A, B, sh);
         __m512i const mask = _mm512_sub_epi16(_mm512_sllv_epi16(one, nb), one);
         LMC_PREFETCH_W(dst + 2 * j);   /* the output's lines, for writing: about +10 % */
-        values32(dst + 2 * j, ref + 2 * j, _mm512_add_epi16(_mm512_and_si512(y, mask), _mm512_permutexvar_epi16(tk, base_tab)),
-                 &bad);
+        values32k(dst + 2 * j, ref + 2 * j, _mm512_add_epi16(_mm512_and_si512(y, mask), _mm512_permutexvar_epi16(tk, base_tab)),
+                  &bad, lo15, hi1);
         off += total;
     }
     LMC_RETURN_IF(_mm512_movepi16_mask(bad), CORRUPT);   /* bit 15 of a lane */
