@@ -85,8 +85,8 @@ LMC_FORCE_INLINE void lmc_wr24(void* p, uint32_t v) {
 /* Not an instruction set: gathers cost about as much as the shuffles that
  * could replace them (Intel cores, whose 512-bit shuffles share one port
  * with the rest of the loops' work), so a loop keeps its gathers there. Set
- * for Intel CPUs; on the AMD EPYC VM (Zen 5) a 16-lane gather costs about
- * 14 TSC cycles. */
+ * for Intel CPUs; on the AMD EPYC VMs of this project a 16-lane gather
+ * costs about 14 TSC cycles. */
 #define LMC_CPU_FASTGATHER 32u
 unsigned lmc_cpu_features(void);
 /* Only the features in `allowed` are reported from now on (tests: ~0u restores). */

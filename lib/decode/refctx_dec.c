@@ -1164,7 +1164,7 @@ LMC_TARGET_AVX512VBMI LMC_FORCE_INLINE void round_groups(const uint8_t* ref, siz
 
 /* Pass 1 of a wide block with AVX-512 VBMI: as decode_tokens_avx512, the
  * groups' offsets from byte permutes instead of a gather. On the AMD EPYC
- * VM (Zen 5) the gathers were most of this loop's time. */
+ * VMs the gathers were most of this loop's time. */
 LMC_TARGET_AVX512VBMI static size_t decode_tokens_vbmi(lmc_refctx_dws* ws, size_t i, size_t m, const uint8_t* ref,
                                                        uint32_t* x, const uint8_t** wpp, const uint8_t* wend, unsigned bits)
 {
