@@ -829,6 +829,54 @@ static void test_frame_choice(void** state)
     free(cur); free(ref); free(f);
 }
 
+/* Value blocks equal to their reference (frozen tensors) take a shortcut to
+ * GROUPED XOR with a CONST block per stream; a block that differs in its
+ * first or in its very last byte must not, and all of it round trips, with
+ * and without CONST among the allowed coders. */
+static void test_frame_unchanged_blocks(void** state)
+{
+    (void)state;
+    size_t const V = LMC_VBLOCK_MAX, m = 4 * V + 1000;
+    for (unsigned w = 2; w <= 4; w += 2) {
+        uint8_t* const ref = (uint8_t*)tu_xmalloc(w * m);
+        uint8_t* const cur = (uint8_t*)tu_xmalloc(w * m);
+        uint8_t* const back = (uint8_t*)tu_xmalloc(w * m);
+        tu_rng r = { 11 + w };
+        for (size_t i = 0; i < m; i++) {
+            uint32_t const v = (uint32_t)(((tu_next(&r) & 1) << 15) | (118 + tu_next(&r) % 10) << 7 | (tu_next(&r) & 0x7F));
+            if (w == 2) lmc_wr16(ref + 2 * i, (uint16_t)v);
+            else lmc_wr32(ref + 4 * i, v << 16 | (uint32_t)(tu_next(&r) & 0xFFFF));
+        }
+        memcpy(cur, ref, w * m);
+        cur[2 * V * w - 1] ^= 0x80;   /* block 1: the sign of its last value, its last byte */
+        cur[2 * V * w] ^= 0x01;       /* block 2: its first byte */
+        size_t const cap = lmc_compress_bound(w * m);
+        uint8_t* const f = (uint8_t*)tu_xmalloc(cap);
+        lmc_cctx* const c = lmc_cctx_create();
+        lmc_dctx* const d = lmc_dctx_create();
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_RAW), 0);
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_DTYPE, w == 2 ? LMC_DTYPE_BF16 : LMC_DTYPE_F32), 0);
+        assert_int_equal(lmc_cctx_set_ref(c, ref, w * m), 0);
+        assert_int_equal(lmc_dctx_set_ref(d, ref, w * m), 0);
+        for (int mode = 0; mode < 2; mode++) {
+            assert_int_equal(lmc_cctx_set_param(c, LMC_P_CODERS, mode ? 0xFF & ~(1u << LMC_CODER_CONST) : 0xFF), 0);
+            size_t const fs = lmc_compress(c, f, cap, cur, w * m);
+            assert_false(lmc_is_error(fs));
+            lmc_frame_stats st;
+            assert_int_equal(lmc_frame_stats_get(&st, f, fs), fs);
+            assert_int_equal(st.pieces_refmodel, w == 2 ? 1 : 2);   /* f32: two chunks */
+            /* blocks 0, 3 and the tail: every stream CONST; blocks 1 and 2 one stream at most */
+            if (mode == 0) assert_true(st.blocks[LMC_CODER_CONST] >= 3 * w && st.blocks[LMC_CODER_CONST] <= 5 * w);
+            else assert_int_equal(st.blocks[LMC_CODER_CONST], 0);
+            memset(back, 0, w * m);
+            assert_int_equal(lmc_decompress(d, back, w * m, f, fs), w * m);
+            assert_memory_equal(back, cur, w * m);
+        }
+        lmc_cctx_free(c); lmc_dctx_free(d);
+        free(ref); free(cur); free(back); free(f);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -845,6 +893,7 @@ int main(void)
         cmocka_unit_test(test_sparse_blocks),
         cmocka_unit_test(test_state_update),
         cmocka_unit_test(test_frame_choice),
+        cmocka_unit_test(test_frame_unchanged_blocks),
     };
     return cmocka_run_group_tests_name("refctx", tests, setup, teardown);
 }

@@ -265,6 +265,23 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         size_t const m = LMC_MIN((size_t)LMC_VBLOCK_MAX, n - b);
         const uint8_t* const s = src + b * w;
         const uint8_t* const rr = r + b * w;
+        /* A block equal to its reference (a frozen tensor: fine-tuning that
+         * trains adapters or some layers only) is what the choice below
+         * ends in anyway, GROUPED XOR with a CONST 0 block per stream, 10
+         * bytes against REFCTX's 48 or more, but after estimating, grouping
+         * and scanning it: a comparison gets there at memcmp's speed. */
+        if ((coders & (1u << LMC_CODER_CONST)) && memcmp(s, rr, m * w) == 0) {
+            *p++ = LMC_KIND_GROUPED;
+            *p++ = (uint8_t)(rot ? LMC_GROUPED_ROTATED : 0);
+            for (unsigned k = 0; k < w; k++) {
+                *p++ = LMC_CODER_CONST;
+                *p++ = 0;
+                add_block_stat(st, LMC_CODER_CONST, m, 2);
+            }
+            lean = 0;
+            hash_block(ws, s + m * w, p);
+            continue;
+        }
         size_t const worst = 2 + w * (1 + m);    /* GROUPED of RAW blocks */
         size_t rc_est = SIZE_MAX, g_est;
         size_t const clear = m >= 8192 ? 128 : 32;   /* sampled (sample_estimates) or whole */
