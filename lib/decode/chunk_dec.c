@@ -234,6 +234,15 @@ static size_t refctx_block(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, has
     return 0;
 }
 
+/* Whether the w byte-stream blocks at p are each CONST 0. */
+static int const_zero_streams(const uint8_t* p, size_t avail, unsigned w)
+{
+    if (avail < 2 * (size_t)w) return 0;
+    for (unsigned k = 0; k < w; k++)
+        if (p[2 * k] != LMC_CODER_CONST || p[2 * k + 1] != 0) return 0;
+    return 1;
+}
+
 /* Layout 2: n values in value blocks at content offset out. Returns the
  * payload bytes used, or an error. */
 static size_t decode_refmodel(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, uint8_t* dst, size_t n, unsigned w,
@@ -251,6 +260,14 @@ static size_t decode_refmodel(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, 
             lmc_refctx_job const job = { dst + b * w, r + b * w, src + pos, m, size };
             LMC_FORWARD(refctx_block(ws, hb, pl, hc, w, &job, out + b * w));
             pos += size;
+            continue;
+        }
+        /* an unchanged block (XOR, every stream CONST 0): the reference's
+         * values, copied instead of filled, ungrouped and XORed */
+        if (!(mode & LMC_GROUPED_PLAIN) && const_zero_streams(src + pos, avail - pos, w)) {
+            memcpy(dst + b * w, r + b * w, m * w);
+            pos += 2 * (size_t)w;
+            hash_upto(hc, out + (b + m) * w, 0);
             continue;
         }
         LMC_RETURN_IF(ws->streams_cap < m * w, MEMORY);
