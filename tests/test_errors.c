@@ -309,6 +309,38 @@ static void test_trailing_and_dst(void** state)
     lmc_dctx_free(d);
 }
 
+/* With several threads a chunk's job copies its output to its place in dst
+ * when the chunk before is committed: a dst that ends anywhere in the frame
+ * is still refused, and one of the frame's exact size gets the same bytes
+ * as one thread writes. */
+static void test_dst_too_small_threads(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)5 << 20 | 12345;
+    uint8_t* const a = (uint8_t*)tu_xmalloc(n);
+    tu_fill_gauss(a, n, 4, 5);
+    size_t const cap = lmc_compress_bound(n);
+    uint8_t* const f1 = (uint8_t*)tu_xmalloc(cap);
+    uint8_t* const f = (uint8_t*)tu_xmalloc(cap);
+    lmc_cctx* const c = lmc_cctx_create();
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_RAW), 0);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_DTYPE, LMC_DTYPE_F32), 0);
+    size_t const s = lmc_compress(c, f1, cap, a, n);
+    assert_false(lmc_is_error(s));
+    for (int t = 2; t <= 3; t++) {
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_THREADS, t), 0);
+        for (int k = 1; k <= 8; k++) {
+            size_t const short_cap = k == 8 ? s - 1 : s * (size_t)k / 8;
+            assert_err(lmc_compress(c, f, short_cap, a, n), LMC_ERR_DST_TOO_SMALL);
+        }
+        memset(f, 0, cap);
+        assert_int_equal(lmc_compress(c, f, s, a, n), s);
+        assert_memory_equal(f, f1, s);
+    }
+    lmc_cctx_free(c);
+    free(a); free(f1); free(f);
+}
+
 static void test_params(void** state)
 {
     (void)state;
@@ -546,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_bit_flips),
         cmocka_unit_test(test_trailing_and_dst),
+        cmocka_unit_test(test_dst_too_small_threads),
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_error_codes),
         cmocka_unit_test(test_headers),

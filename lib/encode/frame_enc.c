@@ -27,6 +27,7 @@ typedef struct {
     size_t          size;
     size_t          result;
     int             serial;   /* one thread: prepare, job and commit run in turn */
+    int             placed;   /* the job copied its output to its place itself (place_output) */
     uint64_t        hash;     /* H64 of the content, for the frame's hash */
     lmc_frame_stats st;
 } enc_job;
@@ -315,6 +316,38 @@ static void run_job_hashing(lmc_cctx* c, unsigned slot)
     if (c->rh_on) lmc_refhash_step(&c->rh, c->jobs[slot].size);
 }
 
+/* Where the next chunk's output goes, once the chunk before it is
+ * committed: the committing thread (the caller) publishes it, and a worker
+ * that finishes that chunk's job afterwards copies its output there itself.
+ * With several threads the caller otherwise copies every chunk's output in
+ * its commits, in order, and that serial copy was 4-24 us a chunk of a
+ * 4.4 ms two-thread compression (and grows with the thread count). */
+typedef struct {
+    size_t   next_i;      /* atomic: the chunk whose place is known */
+    uint8_t* next_at;     /* its place: written before next_i (release) */
+    size_t   room;        /* bytes there */
+} placement;
+
+static void place_publish(placement* pl, size_t i, uint8_t* at, size_t room)
+{
+    pl->next_at = at;
+    pl->room = room;
+    __atomic_store_n(&pl->next_i, i, __ATOMIC_RELEASE);
+}
+
+/* Chunk i's job is done: its output to its place if that is known (chunk
+ * i - 1 committed) and has room. The caller commits chunk i only after
+ * this returns, and publishes i + 1 only after that commit, so the place
+ * read here is chunk i's. */
+static void place_output(placement* pl, enc_job* j, size_t i)
+{
+    j->placed = 0;
+    if (j->dst != j->out || LMC_IS_ERR(j->result)) return;
+    if (__atomic_load_n(&pl->next_i, __ATOMIC_ACQUIRE) != i || pl->room < j->result) return;
+    memcpy(pl->next_at, j->out, j->result);
+    j->placed = 1;
+}
+
 /* A frame's start: the reference's hash, if not known, is computed between
  * the chunk jobs when `defer` (the header is then written again, or by the
  * caller), else here. */
@@ -443,6 +476,7 @@ typedef struct {
     uint8_t*       d;
     size_t         cap, op;
     size_t         err;
+    placement      pl;
 } oneshot_enc;
 
 static int os_prepare(void* arg, size_t i, unsigned slot)
@@ -467,7 +501,12 @@ static int os_prepare(void* arg, size_t i, unsigned slot)
     return 0;
 }
 
-static void os_job(void* arg, size_t i, unsigned slot) { (void)i; run_job_hashing(((oneshot_enc*)arg)->c, slot); }
+static void os_job(void* arg, size_t i, unsigned slot)
+{
+    oneshot_enc* const x = (oneshot_enc*)arg;
+    run_job_hashing(x->c, slot);
+    place_output(&x->pl, &x->c->jobs[slot], i);
+}
 
 static int os_commit(void* arg, size_t i, unsigned slot)
 {
@@ -477,10 +516,12 @@ static int os_commit(void* arg, size_t i, unsigned slot)
     (void)i;
     size_t const r = account_chunk(c, j);
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
-    if (j->dst != j->out) { x->op += j->result; return 0; }   /* coded in place */
-    if (x->cap - x->op < j->result) { x->err = LMC_ERR(DST_TOO_SMALL); return -1; }
-    memcpy(x->d + x->op, j->out, j->result);
+    if (j->dst == j->out && !j->placed) {
+        if (x->cap - x->op < j->result) { x->err = LMC_ERR(DST_TOO_SMALL); return -1; }
+        memcpy(x->d + x->op, j->out, j->result);
+    }   /* else coded in place, or placed by its job */
     x->op += j->result;
+    place_publish(&x->pl, i + 1, x->d + x->op, x->cap - x->op);
     return 0;
 }
 
@@ -497,7 +538,8 @@ size_t lmc_compress(lmc_cctx* c, void* dst, size_t cap, const void* srcv, size_t
     LMC_FORWARD(ref_hash_begin(c, 1));
     int const rewrite = c->rh_on;
     write_header(c, d, 1, n);
-    oneshot_enc x = { c, src, n, 0, d, cap, LMC_HDR_SIZE, 0 };
+    oneshot_enc x = { c, src, n, 0, d, cap, LMC_HDR_SIZE, 0, { 0, NULL, 0 } };
+    place_publish(&x.pl, 0, d + LMC_HDR_SIZE, cap - LMC_HDR_SIZE);
     if (lmc_pool_pipeline(c->pool, c->njobs, os_prepare, os_job, os_commit, &x) != 0) {
         c->rh_on = 0;   /* the hash is left for a later frame to compute */
         return x.err;
@@ -567,6 +609,7 @@ typedef struct {
     int            final, capped;
     size_t         nrun;
     size_t         err;
+    placement      pl;
 } stream_enc;
 
 static int se_prepare(void* arg, size_t i, unsigned slot)
@@ -600,7 +643,20 @@ static int se_prepare(void* arg, size_t i, unsigned slot)
     return 0;
 }
 
-static void se_job(void* arg, size_t i, unsigned slot) { (void)i; run_job_hashing(((stream_enc*)arg)->c, slot); }
+static void se_job(void* arg, size_t i, unsigned slot)
+{
+    stream_enc* const x = (stream_enc*)arg;
+    run_job_hashing(x->c, slot);
+    place_output(&x->pl, &x->c->jobs[slot], i);
+}
+
+/* The next chunk's place: the caller's buffer, unless output is queued
+ * (then it goes to the queue, in order, and no job places it). */
+static void se_publish(stream_enc* x, size_t i)
+{
+    lmc_outbuf* const o = x->out;
+    if (!x->c->oq_len) place_publish(&x->pl, i, (uint8_t*)o->dst + o->pos, o->size - o->pos);
+}
 
 static int se_commit(void* arg, size_t i, unsigned slot)
 {
@@ -611,8 +667,8 @@ static int se_commit(void* arg, size_t i, unsigned slot)
     size_t r = account_chunk(c, j);
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
     lmc_outbuf* const o = x->out;
-    if (j->dst != j->out) {
-        o->pos += j->result;   /* coded in place */
+    if (j->dst != j->out || j->placed) {
+        o->pos += j->result;   /* coded in place, or placed by its job */
     } else if (!c->oq_len && o->size - o->pos >= j->result) {
         memcpy((uint8_t*)o->dst + o->pos, j->out, j->result);
         o->pos += j->result;
@@ -625,6 +681,7 @@ static int se_commit(void* arg, size_t i, unsigned slot)
     c->frame_bytes += j->result;
     x->promised -= lmc_chunk_bound(j->size);
     x->nrun++;
+    se_publish(x, i + 1);
     return 0;
 }
 
@@ -673,6 +730,7 @@ static size_t stream_chunks(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end
     if (run > run_max) run = LMC_MAX(run_max, 2 * (uint64_t)chunk_max(c));
     x.stop_at = c->in_off + run;
     x.final = end;
+    se_publish(&x, 0);
     if (lmc_pool_pipeline(c->pool, c->njobs, se_prepare, se_job, se_commit, &x) != 0) return x.err;
     *ran = !x.nrun ? 0 : x.capped ? 2 : 1;
     if (!x.nrun) return 0;
