@@ -730,6 +730,7 @@ static size_t stream_chunks(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end
     if (run > run_max) run = LMC_MAX(run_max, 2 * (uint64_t)chunk_max(c));
     x.stop_at = c->in_off + run;
     x.final = end;
+    x.pl.next_i = SIZE_MAX;   /* no place known while output is queued */
     se_publish(&x, 0);
     if (lmc_pool_pipeline(c->pool, c->njobs, se_prepare, se_job, se_commit, &x) != 0) return x.err;
     *ran = !x.nrun ? 0 : x.capped ? 2 : 1;
