@@ -320,8 +320,9 @@ static void run_job_hashing(lmc_cctx* c, unsigned slot)
  * committed: the committing thread (the caller) publishes it, and a worker
  * that finishes that chunk's job afterwards copies its output there itself.
  * With several threads the caller otherwise copies every chunk's output in
- * its commits, in order, and that serial copy was 4-24 us a chunk of a
- * 4.4 ms two-thread compression (and grows with the thread count). */
+ * its commits, in order: 4-24 us a chunk of the 2.35 ms that two threads
+ * took on a 6.6 MB bf16 delta, a serial share that grows with the thread
+ * count. */
 typedef struct {
     size_t   next_i;      /* atomic: the chunk whose place is known */
     uint8_t* next_at;     /* its place: written before next_i (release) */
@@ -513,7 +514,6 @@ static int os_commit(void* arg, size_t i, unsigned slot)
     oneshot_enc* const x = (oneshot_enc*)arg;
     lmc_cctx* const c = x->c;
     enc_job* const j = &c->jobs[slot];
-    (void)i;
     size_t const r = account_chunk(c, j);
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
     if (j->dst == j->out && !j->placed) {
@@ -663,7 +663,6 @@ static int se_commit(void* arg, size_t i, unsigned slot)
     stream_enc* const x = (stream_enc*)arg;
     lmc_cctx* const c = x->c;
     enc_job* const j = &c->jobs[slot];
-    (void)i;
     size_t r = account_chunk(c, j);
     if (LMC_IS_ERR(r)) { x->err = r; return -1; }
     lmc_outbuf* const o = x->out;
