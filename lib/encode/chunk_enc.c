@@ -266,10 +266,13 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         const uint8_t* const s = src + b * w;
         const uint8_t* const rr = r + b * w;
         /* A block equal to its reference (a frozen tensor: fine-tuning that
-         * trains adapters or some layers only) is what the choice below
-         * ends in anyway, GROUPED XOR with a CONST 0 block per stream, 10
-         * bytes against REFCTX's 48 or more, but after estimating, grouping
-         * and scanning it: a comparison gets there at memcmp's speed. */
+         * trains adapters or some layers only) codes smallest as GROUPED XOR
+         * with a CONST 0 block per stream: 2 + 2w bytes (10 for f32, where
+         * an all-zero REFCTX block took 29). The choice below got there only after
+         * estimating, grouping and scanning, and after a REFCTX block it
+         * could take REFCTX instead (a constant stream's sampled estimate
+         * is not 0: lmc_fast_log2(1) is 0.0049). A comparison gets there at
+         * memcmp's speed. */
         if ((coders & (1u << LMC_CODER_CONST)) && memcmp(s, rr, m * w) == 0) {
             *p++ = LMC_KIND_GROUPED;
             *p++ = (uint8_t)(rot ? LMC_GROUPED_ROTATED : 0);
