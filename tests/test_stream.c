@@ -519,6 +519,74 @@ static void test_stream_decode_threads(void** state)
     lmc_cctx_free(cc);
 }
 
+/* Work memory (lib/common/workmem.h): a context whose buffers fit the
+ * huge-page limit keeps them in one block, a larger one (many threads, or
+ * large chunks) on the allocator's pages. Frames are the same bytes either
+ * way and decode with either; a decoding context that meets small chunks
+ * first, then larger ones, grows its buffers from one kind to the other. */
+static void test_work_memory_layouts(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)(5u << 20) + 999;
+    uint8_t *src, *ref;
+    size_t refn;
+    make_case(2, n, REF_EQUAL, 2024, &src, &ref, &refn);
+    size_t const cap = lmc_compress_bound(n);
+    /* frame 0: a small input (one chunk of 200000 bytes); then the whole
+     * input in chunks of 1, 2 and 4 MiB */
+    static const unsigned logs[] = { 20, 20, 21, 22 };
+    static const unsigned threads[] = { 1, 2, 12 };
+    uint8_t* frames[4];
+    size_t sizes[4], lens[4];
+    uint8_t* const got = (uint8_t*)tu_xmalloc(cap);
+    uint8_t* const out = (uint8_t*)tu_xmalloc(n);
+    for (unsigned li = 0; li < 4; li++) {
+        cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, logs[li], 0 };
+        frames[li] = NULL; sizes[li] = 0;
+        lens[li] = li ? n : 200000;
+        for (unsigned ti = 0; ti < 3; ti++) {
+            lmc_cctx* const cc = make_cctx(&c, threads[ti]);
+            assert_int_equal(lmc_cctx_set_ref(cc, ref, refn), 0);
+            size_t const z = lmc_compress(cc, got, cap, src, lens[li]);
+            if (lmc_is_error(z)) fail_msg("chunk log %u, %u threads: %s", logs[li], threads[ti], lmc_error_name(z));
+            if (!frames[li]) {
+                frames[li] = (uint8_t*)tu_xmalloc(z);
+                memcpy(frames[li], got, z);
+                sizes[li] = z;
+            } else {
+                assert_int_equal(z, sizes[li]);
+                assert_memory_equal(got, frames[li], z);
+            }
+            /* a second frame from the same context: its buffers reused */
+            assert_int_equal(lmc_cctx_set_ref(cc, ref, refn), 0);
+            assert_int_equal(lmc_compress(cc, got, cap, src, lens[li]), sizes[li]);
+            assert_memory_equal(got, frames[li], sizes[li]);
+            lmc_cctx_free(cc);
+        }
+    }
+    static const size_t pat[] = { 70000, 1 << 20, 333 };
+    for (unsigned ti = 0; ti < 3; ti++) {
+        lmc_dctx* const d = lmc_dctx_create();
+        assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, threads[ti]), 0);
+        for (unsigned li = 0; li < 4; li++) {   /* chunks grow from frame to frame */
+            size_t const m = lens[li];
+            assert_int_equal(lmc_dctx_set_ref(d, ref, refn), 0);
+            memset(out, 0, m);
+            assert_int_equal(lmc_decompress(d, out, m, frames[li], sizes[li]), m);
+            assert_memory_equal(out, src, m);
+            /* streaming into small outputs: chunks staged in the jobs' buffers */
+            memset(out, 0, m);
+            size_t const r = tu_decompress_stream(d, out, m, frames[li], sizes[li], pat, 3);
+            if (lmc_is_error(r)) fail_msg("frame %u, %u threads, streaming: %s", li, threads[ti], lmc_error_name(r));
+            assert_int_equal(r, m);
+            assert_memory_equal(out, src, m);
+        }
+        lmc_dctx_free(d);
+    }
+    for (unsigned li = 0; li < 4; li++) free(frames[li]);
+    free(got); free(out); free(src); free(ref);
+}
+
 /* LMC_P_REF_HASH_LAST / LMC_D_REF_CHECK_LAST: streams whose reference is
  * hashed between chunk jobs. Compression: the header carries 0, the frame
  * is the usual one once the caller writes the hash (from the last stats)
@@ -773,6 +841,7 @@ int main(void)
         cmocka_unit_test(test_real_checkpoints),
         cmocka_unit_test(test_safetensors),
         cmocka_unit_test(test_stream_decode_threads),
+        cmocka_unit_test(test_work_memory_layouts),
         cmocka_unit_test(test_ref_hash_last),
         cmocka_unit_test(test_stream_buffer_shapes),
         cmocka_unit_test(test_empty_null_buffers),

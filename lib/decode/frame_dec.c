@@ -12,6 +12,7 @@
 #include "refhash.h"
 #include "mem.h"
 #include "pool.h"
+#include "workmem.h"
 #include "chunk_dec.h"
 
 size_t lmc_get_frame_header(lmc_frame_header* h, const void* srcv, size_t n)
@@ -79,6 +80,11 @@ struct lmc_dctx_s {
     lmc_pool* pool;
     lmc_chunk_dws** wss;       /* one workspace per thread */
     unsigned nwss;
+    /* the workspaces in one block (lmc_workmem_alloc), or NULL: each its
+     * own allocation; with the block, the buffers that grow to a chunk's
+     * size take huge pages too (see grow) */
+    uint8_t* work;
+    size_t   work_size;
     dec_job* jobs;
     unsigned njobs, res_chunk_log, res_threads;
     /* frame state */
@@ -114,14 +120,16 @@ lmc_dctx* lmc_dctx_create(void)
 static void free_djobs(lmc_dctx* d)
 {
     for (unsigned i = 0; i < d->nwss; i++) {
-        if (d->wss[i]) free(d->wss[i]->streams);
-        free(d->wss[i]);
+        if (d->wss[i]) lmc_workmem_free(d->wss[i]->streams, d->wss[i]->streams_cap);
+        if (!d->work) free(d->wss[i]);
     }
+    lmc_workmem_free(d->work, d->work_size);
+    d->work = NULL; d->work_size = 0;
     free(d->wss);
     d->wss = NULL; d->nwss = 0;
     for (unsigned i = 0; i < d->njobs; i++) {
         free(d->jobs[i].pbuf);
-        free(d->jobs[i].cbuf);
+        lmc_workmem_free(d->jobs[i].cbuf, d->jobs[i].cbuf_cap);
     }
     free(d->jobs);
     d->jobs = NULL; d->njobs = 0; d->res_chunk_log = 0;
@@ -201,6 +209,23 @@ static size_t alloc_djobs(lmc_dctx* d, unsigned nj, unsigned chunk_log)
     d->wss = (lmc_chunk_dws**)calloc(nt, sizeof(*d->wss));
     LMC_RETURN_IF(!d->wss, MEMORY);
     d->nwss = nt;
+    /* What the context could come to hold: the workspaces, and a chunk's
+     * content for each thread's streams and each job's staged output. Only
+     * a context whose whole lot fits the huge-page limit takes the block:
+     * on huge pages all of it may become resident. */
+    size_t const ws_size = (sizeof(lmc_chunk_dws) + LMC_WORKMEM_GAP + 4095) & ~(size_t)4095;
+    uint64_t const most = (uint64_t)nt * ws_size + (uint64_t)(nt + nj) * lmc_chunk_max_content(chunk_log);
+    if (most <= LMC_WORKMEM_HUGE_MAX) {
+        d->work = (uint8_t*)lmc_workmem_alloc(nt * ws_size);
+        LMC_RETURN_IF(!d->work, MEMORY);
+        d->work_size = nt * ws_size;
+        for (unsigned t = 0; t < nt; t++) {
+            d->wss[t] = (lmc_chunk_dws*)(void*)(d->work + t * ws_size);
+            memset(d->wss[t], 0, sizeof(lmc_chunk_dws));
+            LMC_WORKMEM_POISON(d->work + t * ws_size + sizeof(lmc_chunk_dws), ws_size - sizeof(lmc_chunk_dws));
+        }
+        return 0;
+    }
     for (unsigned t = 0; t < nt; t++) {
         d->wss[t] = (lmc_chunk_dws*)calloc(1, sizeof(lmc_chunk_dws));
         LMC_RETURN_IF(!d->wss[t], MEMORY);
@@ -222,11 +247,14 @@ static size_t ensure_djobs(lmc_dctx* d, unsigned chunk_log, int streaming)
 
 /* Work buffers grow to the chunk being decoded, once its payload checksum has
  * passed: a header alone never makes the decoder allocate what it declares. */
-static int grow(uint8_t** buf, size_t* cap, size_t need)
+static int grow(const lmc_dctx* d, uint8_t** buf, size_t* cap, size_t need)
 {
     if (*cap >= need) return 0;
-    uint8_t* const v = (uint8_t*)realloc(*buf, need);
+    /* scratch: nothing in it is kept. A small chunk's stays off huge
+     * pages, which would clear 2 MiB for it. */
+    uint8_t* const v = d->work && need >= ((size_t)256 << 10) ? (uint8_t*)lmc_workmem_alloc(need) : (uint8_t*)malloc(need);
     if (!v) return -1;
+    lmc_workmem_free(*buf, *cap);
     *buf = v; *cap = need;
     return 0;
 }
@@ -247,8 +275,8 @@ static void run_djob(void* arg, size_t i)
     j->result = lmc_chunk_walk(j->payload, j->payload_size, j->content_size, d->hdr.has_ref ? d->hdr.ref_size : 0, &walk);
     if (LMC_IS_ERR(j->result)) return;
     lmc_chunk_dws* const ws = d->wss[lmc_pool_self(d->pool)];
-    if (grow(&ws->streams, &ws->streams_cap, j->content_size)
-        || (j->streaming && grow(&j->cbuf, &j->cbuf_cap, j->content_size))) {
+    if (grow(d, &ws->streams, &ws->streams_cap, j->content_size)
+        || (j->streaming && grow(d, &j->cbuf, &j->cbuf_cap, j->content_size))) {
         j->result = LMC_ERR(MEMORY);
         return;
     }

@@ -13,6 +13,7 @@
 #include "hash.h"
 #include "mem.h"
 #include "pool.h"
+#include "workmem.h"
 #include "refhash.h"
 #include "chunk_enc.h"
 #include "segments.h"
@@ -50,6 +51,8 @@ struct lmc_cctx_s {
     /* resources, sized for (threads, chunk_log) */
     lmc_pool*  pool;
     lmc_chunk_ws** wss;       /* one workspace per thread */
+    uint8_t*   work;          /* the block of the workspaces and the jobs' output slots (lmc_workmem_alloc) */
+    size_t     work_size;
     unsigned   nwss;
     enc_job*   jobs;
     unsigned   njobs, res_chunk_log;
@@ -97,18 +100,15 @@ static void free_jobs(lmc_cctx* c)
 {
     for (unsigned i = 0; i < c->nwss; i++) {
         if (c->wss[i]) {
-            free(c->wss[i]->streams);
             XXH3_freeState(c->wss[i]->content_hash.st);
             XXH3_freeState(c->wss[i]->payload_hash.st);
         }
-        free(c->wss[i]);
     }
     free(c->wss);
     c->wss = NULL; c->nwss = 0;
-    for (unsigned i = 0; i < c->njobs; i++) {
-        free(c->jobs[i].out);
-        free(c->jobs[i].pieces);
-    }
+    for (unsigned i = 0; i < c->njobs; i++) free(c->jobs[i].pieces);
+    lmc_workmem_free(c->work, c->work_size);
+    c->work = NULL; c->work_size = 0;
     free(c->jobs);
     c->jobs = NULL; c->njobs = 0;
     lmc_pool_free(c->pool);
@@ -199,6 +199,10 @@ static size_t ensure_jobs(lmc_cctx* c)
     return r;
 }
 
+/* Work buffers start on their own 4 KiB pages: a thread's workspace shares
+ * no cache line or page with another's. */
+static size_t page_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
+
 static size_t alloc_jobs(lmc_cctx* c, unsigned nj)
 {
     c->pool = lmc_pool_create(c->threads);
@@ -212,21 +216,35 @@ static size_t alloc_jobs(lmc_cctx* c, unsigned nj)
     c->wss = (lmc_chunk_ws**)calloc(nt, sizeof(*c->wss));
     LMC_RETURN_IF(!c->wss, MEMORY);
     c->nwss = nt;
+    /* every thread's workspace and grouped streams, then every job's output
+     * slot, in one block (workmem.h), each part on its own pages */
+    size_t const ws_size = page_round(sizeof(lmc_chunk_ws) + LMC_WORKMEM_GAP);
+    size_t const streams_size = page_round(cm + LMC_WORKMEM_GAP);
+    size_t const out_cap = lmc_chunk_work_size(cm) + LMC_BLOCK_SLACK, out_size = page_round(out_cap + LMC_WORKMEM_GAP);
+    size_t const total = nt * (ws_size + streams_size) + (size_t)nj * out_size;
+    c->work = (uint8_t*)lmc_workmem_alloc(total);
+    LMC_RETURN_IF(!c->work, MEMORY);
+    c->work_size = total;
+    uint8_t* w = c->work;
     for (unsigned t = 0; t < nt; t++) {
-        lmc_chunk_ws* const ws = (lmc_chunk_ws*)calloc(1, sizeof(lmc_chunk_ws));
+        lmc_chunk_ws* const ws = (lmc_chunk_ws*)(void*)w;
+        memset(ws, 0, sizeof(*ws));
         c->wss[t] = ws;
-        LMC_RETURN_IF(!ws, MEMORY);
-        ws->streams = (uint8_t*)malloc(cm);
+        ws->streams = w + ws_size;
         ws->streams_cap = cm;
+        LMC_WORKMEM_POISON(w + sizeof(*ws), ws_size - sizeof(*ws));
+        LMC_WORKMEM_POISON(ws->streams + cm, streams_size - cm);
+        w += ws_size + streams_size;
         ws->content_hash.st = XXH3_createState();
         ws->payload_hash.st = XXH3_createState();
-        LMC_RETURN_IF(!ws->streams || !ws->content_hash.st || !ws->payload_hash.st, MEMORY);
+        LMC_RETURN_IF(!ws->content_hash.st || !ws->payload_hash.st, MEMORY);
     }
     for (unsigned i = 0; i < c->njobs; i++) {
         enc_job* const j = &c->jobs[i];
-        j->out_cap = lmc_chunk_work_size(cm) + LMC_BLOCK_SLACK;
-        j->out = (uint8_t*)malloc(j->out_cap);
-        LMC_RETURN_IF(!j->out, MEMORY);
+        j->out_cap = out_cap;
+        j->out = w;
+        LMC_WORKMEM_POISON(w + out_cap, out_size - out_cap);
+        w += out_size;
     }
     return 0;
 }
