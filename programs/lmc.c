@@ -32,6 +32,7 @@
 #include "analyze.h"
 #include "dir_cmd.h"
 #include "prefetch.h"
+#include "cpuplace.h"
 
 #ifndef PATH_MAX
 #  define PATH_MAX 4096
@@ -939,7 +940,11 @@ static int job_write(job_t* j, const void* p, size_t n)
         return 0;
     }
     if (!g_wr.started) {
-        if (pthread_create(&g_wr.tid, NULL, writer_main, NULL) != 0) {
+        pthread_attr_t attr;
+        int const have_attr = cpuplace_attr(&attr) == 0;
+        int const rc = pthread_create(&g_wr.tid, have_attr ? &attr : NULL, writer_main, NULL);
+        if (have_attr) pthread_attr_destroy(&attr);
+        if (rc != 0) {
             if (write_all(j->outfd, p, n) != 0) {
                 errmsg("%s: write error: %s", j->out_name, strerror(errno));
                 return -1;
@@ -1020,7 +1025,11 @@ static int reader_request(int fd, unsigned char* p, size_t size)
 {
     pthread_mutex_lock(&g_rd.mu);
     if (!g_rd.started) {
-        if (pthread_create(&g_rd.tid, NULL, reader_main, NULL) != 0) { pthread_mutex_unlock(&g_rd.mu); return -1; }
+        pthread_attr_t attr;
+        int const have_attr = cpuplace_attr(&attr) == 0;
+        int const rc = pthread_create(&g_rd.tid, have_attr ? &attr : NULL, reader_main, NULL);
+        if (have_attr) pthread_attr_destroy(&attr);
+        if (rc != 0) { pthread_mutex_unlock(&g_rd.mu); return -1; }
         pthread_detach(g_rd.tid);
         g_rd.started = 1;
     }
@@ -2089,6 +2098,8 @@ int main(int argc, char** argv)
         usage_error("-c with several inputs would concatenate frames, which lmc cannot decode");
 
     install_signals();
+    if (g_opt.mode == MODE_COMPRESS || g_opt.mode == MODE_DECOMPRESS || g_opt.mode == MODE_TEST)
+        cpuplace_setup(g_opt.threads);
     if (g_opt.mode != MODE_BENCH && lmc_dir_is_dir(g_opt.ref_name)) {  /* -r REFDIR */
         g_refdir = g_opt.ref_name;
         g_opt.ref_name = NULL;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lmc.h"
+#include "cpuplace.h"
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22   /* Linux 5.14; older kernels answer EINVAL */
@@ -206,7 +207,10 @@ static int start_locked(void)
     sigdelset(&set, SIGBUS);
     sigdelset(&set, SIGSEGV);
     pthread_sigmask(SIG_SETMASK, &set, &old);
-    int const rc = pthread_create(&tid, NULL, prefetch_main, NULL);
+    pthread_attr_t attr;
+    int const have_attr = cpuplace_attr(&attr) == 0;
+    int const rc = pthread_create(&tid, have_attr ? &attr : NULL, prefetch_main, NULL);
+    if (have_attr) pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) { g_pf.state = -1; return -1; }
     pthread_detach(tid);

@@ -527,6 +527,46 @@ for sig in TERM INT; do
 done
 rm -f sigin sigin.lmc big
 
+# ---------------------------------------------------------------- cores
+# With one coding thread and another core allowed, the coding thread keeps
+# its core and the helper threads (here the one hashing the reference) get
+# the others (programs/cpuplace.h); with a coding thread per core nothing is
+# bound. Observed while lmc waits on a FIFO that holds its input open.
+allowed=$(grep Cpus_allowed_list /proc/self/status 2>/dev/null | awk '{print $2}')
+ncpu=$(nproc 2>/dev/null || echo 1)
+if [ -z "$allowed" ] || [ "$ncpu" -lt 2 ] || ! mkfifo corein 2>/dev/null; then
+    skip "cores of -T1's threads" "needs /proc, mkfifo and 2 allowed cores"
+else
+    # cpus_of PID TID: a task's allowed cores as a list, one per line
+    cpus_of() {
+        grep Cpus_allowed_list "/proc/$1/task/$2/status" 2>/dev/null | awk '{print $2}' | tr ',' '\n' |
+            awk -F- '{ if (NF == 2) for (c = $1; c <= $2; c++) print c; else print $1 }'
+    }
+    for T in 1 2; do
+        { head -c 100000 rand; exec sleep 30; } > corein & writer=$!
+        "$LMC" -q -f -T$T -r rand corein -o corein.lmc & pid=$!
+        ntask=0
+        for _ in $(seq 50); do ntask=$(ls /proc/$pid/task 2>/dev/null | wc -l); [ "$ntask" -ge 2 ] && break; sleep 0.1; done
+        main_cpus=$(cpus_of $pid $pid | tr '\n' ' ')
+        clash=0
+        for tid in $(ls /proc/$pid/task 2>/dev/null); do
+            [ "$tid" = "$pid" ] && continue
+            for c in $main_cpus; do cpus_of $pid $tid | grep -qx "$c" && clash=1; done
+        done
+        if [ $T = 1 ]; then
+            check "-T1: the coding thread is bound to one core" test "$(echo $main_cpus | wc -w)" -eq 1
+            check "-T1: helper threads run on the other cores" eval '[ "$ntask" -ge 2 ] && [ $clash = 0 ]'
+        else
+            check "-T2: the coding thread is not bound" test "$(echo $main_cpus | wc -w)" -eq "$(cpus_of $$ $$ | wc -l)"
+        fi
+        kill $writer 2>/dev/null; wait $writer 2>/dev/null
+        wait $pid
+        check "-T$T: the output is right once the input ends" eval '"$LMC" -q -d -f -r rand corein.lmc -o corein.out && head -c 100000 rand | cmp -s - corein.out'
+        rm -f corein.lmc corein.out
+    done
+    rm -f corein
+fi
+
 # ---------------------------------------------------------------- format 1 frames
 # Frames written by lmc 0.1.0 (format 1, before REFCTX) must still decode; the
 # inputs are cut from the shipped trajectory as they were when the frames were made.
