@@ -38,16 +38,8 @@ liblmc.a: $(LIB_OBJ)
 liblmc.so: $(LIB_PIC)
 	$(CC) -shared -o $@ $^ $(LDLIBS)
 
-# The command links statically where the static libraries are there: on the
-# AMD EPYC (PVM) VM of 2026-12-03 the dynamic loader took 1.4-2.6 ms of each
-# run (6.6 MB bf16 delta, medians of 40 alternated runs: compress -T2 30.9
-# -> 28.3 ms, decompress -T1 24.8 -> 23.4). Sanitizer builds link
-# dynamically; `make LMC_LINK=` does too.
-static_ok := $(and $(filter /%,$(shell $(CC) -print-file-name=libc.a)),$(filter /%,$(shell $(CC) -print-file-name=libjansson.a)))
-LMC_LINK ?= $(if $(findstring -fsanitize,$(CFLAGS)),,$(if $(static_ok),-static))
-
 lmc: $(CLI_SRC) liblmc.a include/lmc.h
-	$(CC) $(CFLAGS) $(WARN) -Iinclude $(CLI_SRC) liblmc.a $(LMC_LINK) $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $(WARN) -Iinclude $(CLI_SRC) liblmc.a $(LDLIBS) -o $@
 
 clean:
 	rm -rf build lmc liblmc.a liblmc.so tests/*.bin
