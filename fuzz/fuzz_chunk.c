@@ -70,9 +70,15 @@ int lmc_fuzz_chunk_one(const uint8_t* data, size_t size)
     XXH3_64bits_reset(&own);
     XXH3_64bits_reset(&also);
     lmc_content_hashes const hs = { &own, &also };
+    XXH3_state_t pst;
+    lmc_payload_hash ph;
+    lmc_payload_hash_begin(&ph, &pst, payload, ps);
     size_t const decoded = lmc_chunk_decode(ws, dst, content, payload, ps, with_ref ? ref : NULL, ref_size,
-                                            hashed ? &hs : NULL);
+                                            hashed ? &hs : NULL, hashed ? &ph : NULL);
     if (!lmc_is_error(decoded) && lmc_is_error(walked)) abort();
+    /* the payload's hash taken as the decoder went, however far it got, is
+     * the payload's H64 */
+    if (hashed && lmc_payload_hash_finish(&ph) != lmc_h64(payload, ps)) abort();
 
     free(ws->streams);
     ws->streams = NULL;

@@ -543,6 +543,72 @@ static void test_wrong_reference(void** state)
     assert_true(tried > 0);
 }
 
+/* A changed payload byte is LMC_ERR_CHECKSUM, whatever decoding it would
+ * give. The decoder takes the payload checksum as it decodes, not before,
+ * and checks it after decoding whatever the decoding gave; a flipped piece
+ * header or coding table would otherwise come out as CORRUPT, TRUNCATED or
+ * CODER, and a flip in the last bytes of a payload would show only if the
+ * hash took in every byte. Per chunk: the first and last payload byte and
+ * the first byte of every run of one region (piece header, block header and
+ * table, block data), up to 48 a chunk; one-shot at 1 and 2 threads, and
+ * streaming for every 7th. */
+static void test_payload_flips_are_checksum(void** state)
+{
+    (void)state;
+    size_t tried = 0;
+    for (size_t si = 0; si < NSAMPLES; si++) {
+        sample* const S = &g_samples[si];
+        uint8_t* const g = (uint8_t*)tu_xmalloc(S->s);
+        uint8_t* const out = (uint8_t*)tu_xmalloc(S->n);
+        memcpy(g, S->frame, S->s);
+        lmc_dctx* const d1 = sample_dctx(S);
+        lmc_dctx* const d2 = sample_dctx(S);
+        assert_int_equal(lmc_dctx_set_param(d2, LMC_D_THREADS, 2), 0);
+        if (S->delta) assert_int_equal(lmc_dctx_set_ref_hashed(d2, S->ref, S->n, lmc_hash64(S->ref, S->n)), 0);
+        size_t here = 0;
+        for (size_t k = 0; k < S->nchunks; k++) {
+            size_t const p0 = S->chunk_off[k] + 16, p1 = p0 + S->chunk_payload[k];
+            size_t at[50], na = 0;
+            at[na++] = p0;
+            at[na++] = p1 - 1;
+            for (size_t i = p0 + 1; i < p1 - 1 && na < 50; i++)
+                if (S->cls[i] != S->cls[i - 1]) at[na++] = i;
+            for (size_t a = 0; a < na; a++) {
+                uint8_t const mask = (uint8_t)(a & 1 ? 0x80 : 0x01);
+                g[at[a]] ^= mask;
+                size_t const r1 = lmc_decompress(d1, out, S->n, g, S->s);
+                if (lmc_get_error(r1) != LMC_ERR_CHECKSUM)
+                    fail_msg("%s: payload byte %zu (%s) flipped: %s, not checksum", S->name, at[a],
+                             k_region[S->cls[at[a]]], lmc_error_name(r1));
+                size_t const r2 = lmc_decompress(d2, out, S->n, g, S->s);
+                if (lmc_get_error(r2) != LMC_ERR_CHECKSUM)
+                    fail_msg("%s: payload byte %zu flipped, 2 threads: %s", S->name, at[a], lmc_error_name(r2));
+                if (here % 7 == 0) {
+                    lmc_dctx_reset(d1);
+                    size_t const r3 = tu_decompress_stream(d1, out, S->n, g, S->s, tu_pieces_default, TU_NPIECES);
+                    lmc_dctx_reset(d1);
+                    if (lmc_get_error(r3) != LMC_ERR_CHECKSUM)
+                        fail_msg("%s: payload byte %zu flipped, streaming: %s", S->name, at[a],
+                                 r3 == TU_STALL ? "stalled" : lmc_error_name(r3));
+                }
+                g[at[a]] ^= mask;
+                here++;
+            }
+        }
+        /* the frame as it was still decodes, with both contexts */
+        assert_int_equal(lmc_decompress(d1, out, S->n, g, S->s), S->n);
+        assert_memory_equal(out, S->src, S->n);
+        assert_int_equal(lmc_decompress(d2, out, S->n, g, S->s), S->n);
+        assert_memory_equal(out, S->src, S->n);
+        print_message("%s: %zu payload flips, each checksum (1 and 2 threads, streaming every 7th)\n", S->name, here);
+        tried += here;
+        lmc_dctx_free(d1);
+        lmc_dctx_free(d2);
+        free(out); free(g);
+    }
+    assert_true(tried >= 40);
+}
+
 /*-*** hostile 1 KB inputs: bounded allocation ***-*/
 static void put_header(uint8_t* p, unsigned flags, unsigned chunk_log, uint64_t content_size, uint64_t ref_size, uint64_t ref_hash)
 {
@@ -702,6 +768,7 @@ int main(void)
         cmocka_unit_test(test_bit_flips_samples),
         cmocka_unit_test(test_truncation_samples),
         cmocka_unit_test(test_wrong_reference),
+        cmocka_unit_test(test_payload_flips_are_checksum),
         cmocka_unit_test(test_hostile_alloc_peak),
     };
     return cmocka_run_group_tests_name("corruption", tests, setup_samples, teardown_samples);

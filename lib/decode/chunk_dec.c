@@ -65,6 +65,32 @@ static void hash_upto(hash_cursor* hc, size_t upto, int last)
     hc->done = upto;
 }
 
+void lmc_payload_hash_begin(lmc_payload_hash* ph, XXH3_state_t* st, const uint8_t* payload, size_t size)
+{
+    XXH3_64bits_reset(st);
+    ph->st = st; ph->base = payload; ph->done = 0; ph->size = size;
+}
+
+uint64_t lmc_payload_hash_finish(lmc_payload_hash* ph)
+{
+    if (ph->done < ph->size) lmc_hstate_update(ph->st, ph->base + ph->done, ph->size - ph->done);
+    ph->done = ph->size;
+    return XXH3_64bits_digest(ph->st);
+}
+
+/* The decoder has read the payload before `at`: it joins the hash once
+ * PAYLOAD_STEP bytes or more wait (updates long enough for the vector
+ * loop, short enough to be in cache still). */
+#define PAYLOAD_STEP ((size_t)64 << 10)
+static void payload_upto(lmc_payload_hash* ph, const uint8_t* at)
+{
+    if (!ph) return;
+    size_t const pos = (size_t)(at - ph->base);
+    if (pos <= ph->done || pos - ph->done < PAYLOAD_STEP) return;
+    lmc_hstate_update(ph->st, ph->base + ph->done, pos - ph->done);
+    ph->done = pos;
+}
+
 /* Two REFCTX blocks of a class (lmc_refctx_pair_class: wide ones where
  * the CPU has AVX-512, sparse ones anywhere) decode faster together
  * (lmc_refctx_decode_pair), as far as the shorter one goes: such a block
@@ -246,11 +272,13 @@ static int const_zero_streams(const uint8_t* p, size_t avail, unsigned w)
 /* Layout 2: n values in value blocks at content offset out. Returns the
  * payload bytes used, or an error. */
 static size_t decode_refmodel(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, uint8_t* dst, size_t n, unsigned w,
-                              const uint8_t* r, const uint8_t* src, size_t avail, hash_cursor* hc, size_t out)
+                              const uint8_t* r, const uint8_t* src, size_t avail, hash_cursor* hc, size_t out,
+                              lmc_payload_hash* pay)
 {
     size_t pos = 0;
     for (size_t b = 0; b < n; b += LMC_VBLOCK_MAX) {
         size_t const m = LMC_MIN((size_t)LMC_VBLOCK_MAX, n - b);
+        payload_upto(pay, src + pos);
         unsigned kind, mode = 0;
         size_t size = 0;
         size_t const h = read_vblock_head(src + pos, avail - pos, &kind, &mode, &size);
@@ -285,7 +313,8 @@ static size_t decode_refmodel(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, 
 
 size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
                         const uint8_t* payload, size_t payload_size,
-                        const uint8_t* ref, uint64_t ref_size, const lmc_content_hashes* hs)
+                        const uint8_t* ref, uint64_t ref_size, const lmc_content_hashes* hs,
+                        lmc_payload_hash* pay)
 {
     size_t pos = 0, out = 0;
     hash_cursor hc = { hs, dst, 0, SIZE_MAX };
@@ -298,6 +327,7 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
     plan_pairs(&pl, ref && content_size ? plan_blocks(payload, payload_size, content_size, ref_size, pl.len, pl.key)
                                         : 0);
     while (out < content_size) {
+        payload_upto(pay, payload + pos);
         piece_hdr ph;
         LMC_FORWARD(read_piece_header(&ph, payload + pos, payload_size - pos, content_size - out, ref_size));
         LMC_RETURN_IF((ph.flags & LMC_PIECE_XOR) && !ref, REF_REQUIRED);
@@ -306,7 +336,7 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
         int const rot = ((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_ROTATED;
         const uint8_t* const r = (ph.flags & LMC_PIECE_XOR) ? ref + ph.ref_off : NULL;
         if (((ph.flags & LMC_PIECE_LAYOUT_MASK) >> LMC_PIECE_LAYOUT_SHIFT) == LMC_LAYOUT_REFMODEL) {
-            size_t const used = decode_refmodel(ws, &hb, &pl, dst + out, n, ph.w, r, payload + pos, payload_size - pos, &hc, out);
+            size_t const used = decode_refmodel(ws, &hb, &pl, dst + out, n, ph.w, r, payload + pos, payload_size - pos, &hc, out, pay);
             LMC_FORWARD(used);
             pos += used;
         } else {
@@ -317,6 +347,7 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
             uint8_t* const s = sbuf + (size_t)k * n;
             for (size_t b = 0; b < n; b += LMC_BLOCK_MAX) {
                 size_t const m = LMC_MIN((size_t)LMC_BLOCK_MAX, n - b);
+                payload_upto(pay, payload + pos);
                 size_t const used = lmc_block_decode(&ws->blk, s + b, m, payload + pos, payload_size - pos);
                 LMC_FORWARD(used);
                 pos += used;

@@ -263,13 +263,29 @@ static int grow(const lmc_dctx* d, uint8_t** buf, size_t* cap, size_t need)
  * chunks' hashes (doc/format.md, "Footer"). */
 static int whole_content_hash(const lmc_dctx* d) { return d->hdr.version < 5; }
 
+static void decode_chunk_job(lmc_dctx* d, dec_job* j, lmc_payload_hash* ph);
+
 static void run_djob(void* arg, size_t i)
 {
     lmc_dctx* const d = (lmc_dctx*)arg;
     dec_job* const j = &d->jobs[i];
-    if (lmc_rd32(j->head + 8) != lmc_h32(j->payload, j->payload_size)) { j->result = LMC_ERR(CHECKSUM); return; }
+    /* The payload checksum is taken as the payload is decoded
+     * (lmc_payload_hash), not in a pass of its own first, and checked after,
+     * whatever the decoding gave: a payload that fails it is CHECKSUM, as
+     * if it had been checked first. Nothing relied on the check coming
+     * first: the decoder never trusts a payload (a right checksum is easy
+     * to forge), and the walk below still comes before the buffers grow. */
+    XXH3_state_t pst;
+    lmc_payload_hash ph;
+    lmc_payload_hash_begin(&ph, &pst, j->payload, j->payload_size);
+    decode_chunk_job(d, j, &ph);
+    if (lmc_rd32(j->head + 8) != (uint32_t)lmc_payload_hash_finish(&ph)) j->result = LMC_ERR(CHECKSUM);
+}
+
+static void decode_chunk_job(lmc_dctx* d, dec_job* j, lmc_payload_hash* ph)
+{
     /* the pieces and blocks must account for every content byte before the
-     * buffers grow to content_size: a right payload checksum is easy to forge */
+     * buffers grow to content_size */
     lmc_frame_stats walk;
     memset(&walk, 0, sizeof(walk));
     j->result = lmc_chunk_walk(j->payload, j->payload_size, j->content_size, d->hdr.has_ref ? d->hdr.ref_size : 0, &walk);
@@ -288,7 +304,7 @@ static void run_djob(void* arg, size_t i)
     XXH3_64bits_reset(&own);
     lmc_content_hashes const hs = { &own, whole_content_hash(d) && lmc_pool_threads(d->pool) == 1 ? d->hstate : NULL };
     j->result = lmc_chunk_decode(ws, j->dst, j->content_size, j->payload, j->payload_size,
-                                 d->hdr.has_ref ? d->ref : NULL, d->hdr.has_ref ? d->hdr.ref_size : 0, &hs);
+                                 d->hdr.has_ref ? d->ref : NULL, d->hdr.has_ref ? d->hdr.ref_size : 0, &hs, ph);
     if (LMC_IS_ERR(j->result)) return;
     j->hash = XXH3_64bits_digest(&own);
     if (lmc_rd32(j->head + 12) != (uint32_t)j->hash) j->result = LMC_ERR(CHECKSUM);
