@@ -17,8 +17,10 @@
  * staying on the allocator's pages. */
 #define LMC_WORKMEM_HUGE_MAX ((size_t)32 << 20)
 
-/* n bytes (n > 0) for work buffers, aligned to at least 64 bytes, or NULL.
- * Free with lmc_workmem_free(p, n). Contents are undefined. */
+/* n bytes (n > 0) for work buffers, aligned to at least 64 bytes (2 MiB
+ * on the huge-page path), zeroed, or NULL. On Linux fresh anonymous pages,
+ * so that what is never written never becomes resident. Free with
+ * lmc_workmem_free(p, n), the same n. */
 void* lmc_workmem_alloc(size_t n);
 void  lmc_workmem_free(void* p, size_t n);
 

@@ -117,20 +117,32 @@ lmc_dctx* lmc_dctx_create(void)
     return d;
 }
 
+/* Scratch buffers (grow) of 256 KiB or more take huge pages when the
+ * context's workspaces do (d->work), the others come from malloc; both
+ * are freed here, while d->work still says which. */
+#define SCRATCH_HUGE_MIN ((size_t)256 << 10)
+static int scratch_huge(const lmc_dctx* d, size_t cap) { return d->work && cap >= SCRATCH_HUGE_MIN; }
+
+static void scratch_free(const lmc_dctx* d, uint8_t* p, size_t cap)
+{
+    if (scratch_huge(d, cap)) lmc_workmem_free(p, cap);
+    else free(p);
+}
+
 static void free_djobs(lmc_dctx* d)
 {
+    for (unsigned i = 0; i < d->njobs; i++) {
+        free(d->jobs[i].pbuf);
+        scratch_free(d, d->jobs[i].cbuf, d->jobs[i].cbuf_cap);
+    }
     for (unsigned i = 0; i < d->nwss; i++) {
-        if (d->wss[i]) lmc_workmem_free(d->wss[i]->streams, d->wss[i]->streams_cap);
+        if (d->wss[i]) scratch_free(d, d->wss[i]->streams, d->wss[i]->streams_cap);
         if (!d->work) free(d->wss[i]);
     }
     lmc_workmem_free(d->work, d->work_size);
     d->work = NULL; d->work_size = 0;
     free(d->wss);
     d->wss = NULL; d->nwss = 0;
-    for (unsigned i = 0; i < d->njobs; i++) {
-        free(d->jobs[i].pbuf);
-        lmc_workmem_free(d->jobs[i].cbuf, d->jobs[i].cbuf_cap);
-    }
     free(d->jobs);
     d->jobs = NULL; d->njobs = 0; d->res_chunk_log = 0;
     lmc_pool_free(d->pool);
@@ -214,14 +226,18 @@ static size_t alloc_djobs(lmc_dctx* d, unsigned nj, unsigned chunk_log)
      * a context whose whole lot fits the huge-page limit takes the block:
      * on huge pages all of it may become resident. */
     size_t const ws_size = (sizeof(lmc_chunk_dws) + LMC_WORKMEM_GAP + 4095) & ~(size_t)4095;
-    uint64_t const most = (uint64_t)nt * ws_size + (uint64_t)(nt + nj) * lmc_chunk_max_content(chunk_log);
+    /* grow() puts each buffer of 256 KiB or more on its own whole huge
+     * pages: a 1 MiB chunk's buffer holds 2 MiB (counted as 1 MiB, -T8
+     * decompression of an 8 GiB delta held 84 MiB against its 80 MiB bound) */
+    uint64_t const cmax = lmc_chunk_max_content(chunk_log);
+    uint64_t const cbuf = cmax >= SCRATCH_HUGE_MIN ? (cmax + ((uint64_t)2 << 20) - 1) & ~(((uint64_t)2 << 20) - 1) : cmax;
+    uint64_t const most = (uint64_t)nt * ws_size + (uint64_t)(nt + nj) * cbuf;
     if (most <= LMC_WORKMEM_HUGE_MAX) {
         d->work = (uint8_t*)lmc_workmem_alloc(nt * ws_size);
         LMC_RETURN_IF(!d->work, MEMORY);
         d->work_size = nt * ws_size;
         for (unsigned t = 0; t < nt; t++) {
-            d->wss[t] = (lmc_chunk_dws*)(void*)(d->work + t * ws_size);
-            memset(d->wss[t], 0, sizeof(lmc_chunk_dws));
+            d->wss[t] = (lmc_chunk_dws*)(void*)(d->work + t * ws_size);   /* zeroed (lmc_workmem_alloc) */
             LMC_WORKMEM_POISON(d->work + t * ws_size + sizeof(lmc_chunk_dws), ws_size - sizeof(lmc_chunk_dws));
         }
         return 0;
@@ -252,9 +268,9 @@ static int grow(const lmc_dctx* d, uint8_t** buf, size_t* cap, size_t need)
     if (*cap >= need) return 0;
     /* scratch: nothing in it is kept. A small chunk's stays off huge
      * pages, which would clear 2 MiB for it. */
-    uint8_t* const v = d->work && need >= ((size_t)256 << 10) ? (uint8_t*)lmc_workmem_alloc(need) : (uint8_t*)malloc(need);
+    uint8_t* const v = scratch_huge(d, need) ? (uint8_t*)lmc_workmem_alloc(need) : (uint8_t*)malloc(need);
     if (!v) return -1;
-    lmc_workmem_free(*buf, *cap);
+    scratch_free(d, *buf, *cap);
     *buf = v; *cap = need;
     return 0;
 }

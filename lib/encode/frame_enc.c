@@ -227,8 +227,7 @@ static size_t alloc_jobs(lmc_cctx* c, unsigned nj)
     c->work_size = total;
     uint8_t* w = c->work;
     for (unsigned t = 0; t < nt; t++) {
-        lmc_chunk_ws* const ws = (lmc_chunk_ws*)(void*)w;
-        memset(ws, 0, sizeof(*ws));
+        lmc_chunk_ws* const ws = (lmc_chunk_ws*)(void*)w;   /* zeroed (lmc_workmem_alloc) */
         c->wss[t] = ws;
         ws->streams = w + ws_size;
         ws->streams_cap = cm;
