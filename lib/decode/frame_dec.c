@@ -2,7 +2,9 @@
  *
  * Nothing read from a frame is trusted: sizes are checked against the format's
  * limits and against the bytes actually present before anything is allocated
- * or copied, and every chunk's payload checksum is verified before decoding. */
+ * or copied, and no chunk's content is accepted unless its payload checksum
+ * matches (taken as the chunk decodes, behind the decoder's reads: run_djob;
+ * the decoder itself never trusts a payload). */
 #include <stdlib.h>
 #include <string.h>
 #include "lmc.h"
