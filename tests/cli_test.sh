@@ -403,6 +403,15 @@ out=$("$LMC" -l raw.bf16.lmc)
 check "-l shows the bf16 dtype" eval 'echo "$out" | grep -q bf16'
 "$LMC" -q --format=generic -c model.safetensors | "$LMC" -q -d > gen.out
 check "--format=generic round trip" same gen.out model.safetensors
+# an unknown file holding bf16 values from an odd offset: found and coded as bf16
+{ printf 'X'; cat raw.bf16; } > odd.bin
+"$LMC" -q -f odd.bin && "$LMC" -q -d -c odd.bin.lmc > odd.out
+check "unknown file with bf16 values: round trip" same odd.out odd.bin
+out=$("$LMC" -l odd.bin.lmc)
+check "unknown file with bf16 values: -l shows generic and bf16" eval 'echo "$out" | grep -q "container generic" && echo "$out" | grep -q "^  bf16 "'
+"$LMC" -q -f --dtype=u8 -o odd.u8.lmc odd.bin
+check "unknown file with bf16 values: smaller than as bytes (--dtype=u8)" \
+    test "$(wc -c < odd.bin.lmc)" -lt "$(wc -c < odd.u8.lmc)"
 "$LMC" -q --format=safetensors -c model.safetensors | "$LMC" -q -d > st.out
 check "--format=safetensors round trip" same st.out model.safetensors
 "$LMC" -q -T1 -c zeros > t1.lmc && "$LMC" -q -T 2 -c zeros > t2.lmc && "$LMC" -q --threads=4 -c zeros > t4.lmc && "$LMC" -q -T0 -c zeros > t0.lmc

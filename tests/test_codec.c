@@ -750,6 +750,102 @@ static void test_coder_mask(void** state)
     free(a);
 }
 
+/* Bytes of unknown layout (generic mode): runs of floats are found and
+ * coded as floats, at whatever offset they start; other bytes stay bytes. */
+static size_t compress_size(lmc_cctx* c, const uint8_t* src, size_t n, const uint8_t* ref, lmc_frame_stats* st,
+                            uint8_t** frame)
+{
+    if (ref) assert_int_equal(lmc_cctx_set_ref(c, ref, n), 0);
+    else assert_int_equal(lmc_cctx_set_ref(c, NULL, 0), 0);
+    uint8_t* f;
+    size_t const s = tu_compress(c, &f, src, n);
+    assert_false(lmc_is_error(s));
+    assert_int_equal(lmc_frame_stats_get(st, f, s), s);
+    lmc_dctx* const d = lmc_dctx_create();
+    if (ref) assert_int_equal(lmc_dctx_set_ref(d, ref, n), 0);
+    uint8_t* const o = (uint8_t*)tu_xmalloc(n);
+    assert_int_equal(lmc_decompress(d, o, n, f, s), n);
+    assert_memory_equal(o, src, n);
+    free(o);
+    lmc_dctx_free(d);
+    if (frame) *frame = f; else free(f);
+    return s;
+}
+
+static void test_generic_detects_floats(void** state)
+{
+    (void)state;
+    size_t const M = (size_t)1 << 20, n = 3 * M + 3;
+    uint8_t* const a = (uint8_t*)tu_xmalloc(n);
+    uint8_t* const r = (uint8_t*)tu_xmalloc(n);
+    /* 3 odd bytes; 1 MiB of bf16 (values at odd offsets); 1 MiB of f32
+     * (offsets 3 mod 4); 1 MiB of sparse bytes. The reference: the floats
+     * a small step of training before. */
+    tu_rng g; tu_seed(&g, 77);
+    a[0] = 0x11; a[1] = 0x22; a[2] = 0x33;
+    for (size_t i = 3; i + 2 <= 3 + M; i += 2) {
+        float const w = (float)(0.02 * tu_gauss(&g)), s = (float)(0.0002 * tu_gauss(&g));
+        uint16_t const x = tu_f32_to_bf16(w), y = tu_f32_to_bf16(w + s);
+        memcpy(a + i, &x, 2); memcpy(r + i, &y, 2);
+    }
+    for (size_t i = 3 + M; i + 4 <= 3 + 2 * M; i += 4) {
+        float const w = (float)(0.02 * tu_gauss(&g)), s = w + (float)(0.00001 * tu_gauss(&g));
+        memcpy(a + i, &w, 4); memcpy(r + i, &s, 4);
+    }
+    tu_fill_sparse(a + 3 + 2 * M, M, 78);
+    memcpy(r, a, 3);
+    memcpy(r + 3 + 2 * M, a + 3 + 2 * M, M);
+    r[3 + 2 * M + 100] ^= 1;
+
+    lmc_cctx* const c = lmc_cctx_create();
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_GENERIC), 0);
+    for (int with_ref = 0; with_ref < 2; with_ref++) {
+        const uint8_t* const ref = with_ref ? r : NULL;
+        lmc_frame_stats st, sb;
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_THREADS, 1), 0);
+        uint8_t* f1;
+        size_t const s1 = compress_size(c, a, n, ref, &st, &f1);
+        assert_int_equal(st.header.container, LMC_FORMAT_GENERIC);
+        /* the runs' edges move by at most a value's bytes */
+        assert_in_range(st.dtype_in[LMC_DTYPE_BF16], M - 4, M + 4);
+        assert_in_range(st.dtype_in[LMC_DTYPE_F32], M - 4, M + 4);
+        assert_int_equal(st.dtype_in[LMC_DTYPE_BYTES] + st.dtype_in[LMC_DTYPE_BF16] + st.dtype_in[LMC_DTYPE_F32], n);
+        if (with_ref) assert_true(st.pieces_refmodel >= 2);
+        /* the same frame from two threads */
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_THREADS, 2), 0);
+        uint8_t* f2;
+        lmc_frame_stats s2;
+        assert_int_equal(compress_size(c, a, n, ref, &s2, &f2), s1);
+        assert_memory_equal(f1, f2, s1);
+        free(f1); free(f2);
+        /* against bytes coded as bytes (raw u8): much smaller */
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_RAW), 0);
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_DTYPE, LMC_DTYPE_U8), 0);
+        size_t const sbytes = compress_size(c, a, n, ref, &sb, NULL);
+        assert_int_equal(sb.dtype_in[LMC_DTYPE_U8], n);
+        print_message("generic %s: %zu bytes, as bytes %zu\n", with_ref ? "delta" : "whole", s1, sbytes);
+        assert_true(s1 < sbytes - sbytes / (with_ref ? 8 : 16));
+        /* raw without a dtype guesses as generic does */
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_DTYPE, LMC_DTYPE_BYTES), 0);
+        assert_int_equal(compress_size(c, a, n, ref, &sb, NULL), s1);
+        assert_int_equal(sb.dtype_in[LMC_DTYPE_F32], st.dtype_in[LMC_DTYPE_F32]);
+        assert_int_equal(lmc_cctx_set_param(c, LMC_P_FORMAT, LMC_FORMAT_GENERIC), 0);
+    }
+    /* no floats: random, sparse and constant bytes stay bytes */
+    lmc_frame_stats st;
+    tu_fill_random(a, M, 5);
+    tu_fill_sparse(a + M, M, 6);
+    tu_fill_const(a + 2 * M, M + 3, 7);
+    compress_size(c, a, n, NULL, &st, NULL);
+    assert_int_equal(st.dtype_in[LMC_DTYPE_BYTES], n);
+    memcpy(r, a, n);
+    for (size_t i = 0; i < n; i += 4099) r[i] ^= 0x40;
+    compress_size(c, a, n, r, &st, NULL);
+    assert_int_equal(st.dtype_in[LMC_DTYPE_BYTES], n);
+    lmc_cctx_free(c);
+    free(a); free(r);
+}
+
 static void test_names(void** state)
 {
     (void)state;
@@ -968,6 +1064,7 @@ int main(void)
         cmocka_unit_test(test_frame_coders),
         cmocka_unit_test(test_stored_chunk),
         cmocka_unit_test(test_coder_mask),
+        cmocka_unit_test(test_generic_detects_floats),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_hash_cpu_paths),
         cmocka_unit_test(test_histogram_paths),

@@ -43,6 +43,7 @@ typedef struct {
     uint8_t  dtype;
     uint8_t  xor_ref;
     uint8_t  float_like; /* layout choice is worth trying */
+    uint8_t  detect;     /* bytes of unknown layout: the chunk encoder guesses widths (detect.h) */
     uint32_t row;        /* values per row of its tensor (last dimension), 0 unknown */
     uint64_t ref_off;
 } lmc_piece;

@@ -28,6 +28,7 @@ static int push(lmc_segs* s, uint64_t off, uint64_t len, unsigned width, unsigne
     g->width = (uint8_t)width; g->dtype = (uint8_t)dtype; g->xor_ref = (uint8_t)(xr != 0);
     g->float_like = (uint8_t)(is_float(dtype) && width > 1);
     g->row = 0;
+    g->detect = 0;
     return 0;
 }
 
@@ -176,6 +177,10 @@ size_t lmc_segs_build(lmc_segs* s, lmc_format fmt, lmc_dtype dtype, const uint8_
     else fmt = LMC_FORMAT_GENERIC;
     s->format = fmt;
     if (push_same_offset(s, 0, UINT64_MAX, width, dt, ref, ref_size)) { lmc_segs_free(s); return LMC_ERR(MEMORY); }
+    /* bytes of unknown layout (generic, or raw without a dtype): the chunk
+     * encoder looks for runs of floats in them (detect.h) */
+    if (dt == LMC_DTYPE_BYTES)
+        for (size_t i = 0; i < s->n; i++) s->v[i].detect = 1;
     return 0;
 }
 

@@ -11,6 +11,7 @@ typedef struct {
     uint64_t off, len;     /* content range; the last segment runs to UINT64_MAX */
     uint64_t ref_off;      /* with xor_ref: where its values lie in the reference */
     uint8_t  width, dtype, xor_ref, float_like;
+    uint8_t  detect;       /* bytes of unknown layout: widths are guessed as chunks are coded */
     uint32_t row;          /* values per row (a tensor's last dimension, when it has two or more), 0 unknown */
 } lmc_seg;
 

@@ -425,12 +425,21 @@ size_t lmc_chunk_encode(lmc_chunk_ws* ws, uint8_t* dst, size_t dst_cap, const ui
     hash_begin(&ws->content_hash, content);
     hash_begin(&ws->payload_hash, p);
     ws->lean = 0;   /* a chunk's bytes must not depend on which chunk its thread coded before */
-    for (size_t i = 0; i < npieces; i++) {
-        /* worst case of a piece: header, every block RAW (1 + m), the tail */
-        size_t const w = pieces[i].width, n = pieces[i].len / w;
-        size_t const worst = LMC_PIECE_HDR + 8 + pieces[i].len + (w + 2) * ((n + LMC_BLOCK_MAX - 1) / LMC_BLOCK_MAX);
-        if ((size_t)(room_end - p) < worst) { overflow = 1; break; }
-        p = encode_piece(ws, p, content + (pieces[i].off - base), &pieces[i], ref, coders, layout, &local);
+    for (size_t i = 0; i < npieces && !overflow; i++) {
+        const lmc_piece* run = &pieces[i];
+        size_t nrun = 1;
+        if (run->detect) {
+            nrun = lmc_detect_split(run, content + (run->off - base), run->xor_ref ? ref + run->ref_off : NULL, ws->split);
+            run = ws->split;
+        }
+        for (size_t k = 0; k < nrun; k++) {
+            const lmc_piece* const pc = &run[k];
+            /* worst case of a piece: header, every block RAW (1 + m), the tail */
+            size_t const w = pc->width, n = pc->len / w;
+            size_t const worst = LMC_PIECE_HDR + 8 + pc->len + (w + 2) * ((n + LMC_BLOCK_MAX - 1) / LMC_BLOCK_MAX);
+            if ((size_t)(room_end - p) < worst) { overflow = 1; break; }
+            p = encode_piece(ws, p, content + (pc->off - base), pc, ref, coders, layout, &local);
+        }
     }
     size_t total = (size_t)(p - dst);
     if (overflow || total - LMC_CHUNK_HDR_SIZE > lmc_chunk_payload_limit(size)) {

@@ -9,6 +9,7 @@
 #include "block_enc.h"
 #include "refctx_enc.h"
 #include "hash.h"
+#include "detect.h"
 
 /* A running XXH3 hash of bytes from base on, done of them hashed so far;
  * st is created by the workspace's owner with XXH3_createState(), which
@@ -23,6 +24,7 @@ typedef struct {
     uint8_t      tseen[LMC_REFCTX_CONTEXTS];
     uint8_t*     streams;      /* grouped bytes of the current piece */
     size_t       streams_cap;
+    lmc_piece    split[LMC_DETECT_MAX_OUT];   /* a piece of unknown layout, split by guessed widths */
     int          lean;         /* REFCTX won the chunk's last value block by a wide margin (chunk_enc.c) */
     /* the chunk's content and payload, hashed as they are coded (chunk_enc.c,
      * hash_upto) */

@@ -252,7 +252,7 @@ static size_t push_piece(enc_job* j, const lmc_piece* p)
 {
     /* tiny runs join a neighbouring width-1 piece: piece headers must stay small */
     lmc_piece q = *p;
-    if (q.len < LMC_MIN_PIECE) { q.width = 1; q.xor_ref = 0; q.dtype = LMC_DTYPE_BYTES; q.float_like = 0; q.row = 0; }
+    if (q.len < LMC_MIN_PIECE) { q.width = 1; q.xor_ref = 0; q.dtype = LMC_DTYPE_BYTES; q.float_like = 0; q.row = 0; q.detect = 0; }
     if (j->npieces) {
         lmc_piece* const last = &j->pieces[j->npieces - 1];
         /* Small neighbours of one kind become one piece when their values stay
@@ -261,6 +261,7 @@ static size_t push_piece(enc_job* j, const lmc_piece* p)
          * share blocks and tables instead of paying for their own. Large ones
          * keep their own piece, and so their own layout and XOR choice. */
         int const same_kind = last->width == q.width && last->dtype == q.dtype && last->xor_ref == q.xor_ref
+                              && last->detect == q.detect
                               && last->off + last->len == q.off && last->len % q.width == 0
                               && (!q.xor_ref || last->ref_off + last->len == q.ref_off);
         if (same_kind && q.len < LMC_MERGE_PIECE && last->len + q.len <= LMC_BLOCK_MAX) {
@@ -308,6 +309,7 @@ static size_t plan_chunk(lmc_cctx* c, enc_job* j, uint64_t c0, uint64_t avail_en
         p.off = a; p.len = (uint32_t)(b - a); p.width = g->width; p.dtype = g->dtype;
         p.xor_ref = g->xor_ref; p.float_like = g->float_like; p.ref_off = g->ref_off + (a - g->off);
         p.row = g->row;
+        p.detect = g->detect;
         LMC_FORWARD(push_piece(j, &p));
         a = b;
     }
