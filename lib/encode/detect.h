@@ -19,11 +19,17 @@
 #define LMC_DETECT_MIN      4096
 /* Windows of at least this many bytes get a width of their own. */
 #define LMC_DETECT_WINDOW   (512u * 1024u)
+/* A window whose guess differs from a neighbour's is looked at in this many
+ * parts, and the change between two parts is found with probes of
+ * LMC_DETECT_PROBE bytes (detect.c). */
+#define LMC_DETECT_SUBS     8
+#define LMC_DETECT_PROBE    (16u * 1024u)
 /* At most this many windows a piece (longer pieces get longer windows); a
- * piece becomes at most one run a window, plus the bytes before the first
+ * piece becomes at most one run a part, plus the bytes before the first
  * value. */
 #define LMC_DETECT_MAX_WINDOWS 64
-#define LMC_DETECT_MAX_OUT  (LMC_DETECT_MAX_WINDOWS + 1)
+#define LMC_DETECT_MAX_SEGS (LMC_DETECT_MAX_WINDOWS * LMC_DETECT_SUBS + 2)
+#define LMC_DETECT_MAX_OUT  (LMC_DETECT_MAX_SEGS + 1)
 
 /* The layout guessed for len bytes at content offset off: values of `width`
  * bytes (1, 2 or 4) starting where the offset is `phase` modulo width, and
