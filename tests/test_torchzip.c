@@ -465,6 +465,31 @@ static void test_pickle_protocols_zip64(void** state)
     }
 }
 
+/* A storage the pickle scan cannot type (UntypedStorage without a dtype)
+ * holding 256 KiB of bf16 values: coded as bf16 all the same, by generic
+ * mode's width detection on the bytes between typed storages. */
+static void test_untyped_storage_detected(void** state)
+{
+    (void)state;
+    static const char* const names[] = { "arch/data.pkl", "arch/data/0", "arch/data/1", "arch/data/2", "arch/version" };
+    size_t pn;
+    uint8_t* const pkl = load("proto4", ".pkl", &pn);
+    size_t const big = 256 * 1024;
+    uint8_t* const vals = (uint8_t*)tu_xmalloc(big);
+    tu_fill_gauss(vals, big, 2, 17);
+    uint8_t st[64];
+    for (int i = 0; i < 64; i++) st[i] = (uint8_t)(i * 37);
+    const uint8_t* d[5] = { pkl, st, vals, st, (const uint8_t*)"3\n" };
+    size_t len[5] = { pn, 64, big, 32, 2 };
+    uint8_t* const zip = (uint8_t*)tu_xmalloc(TZB_BOUND(5, 64, pn + big + 200));
+    size_t const n = tzb_build(zip, names, d, len, 5, 0);
+    lmc_frame_stats fs;
+    roundtrip(zip, n, NULL, 0, LMC_FORMAT_AUTO, &fs);
+    assert_int_equal(fs.header.container, LMC_FORMAT_TORCH_ZIP);
+    assert_true(fs.dtype_in[LMC_DTYPE_BF16] >= 64 + big - 64);
+    free(zip); free(vals); free(pkl);
+}
+
 /* fuzz/regressions/torchzip/: inputs that once crashed fuzz/fuzz_torchzip.c,
  * replayed the way the target reads them (first byte odd: a data.pkl to wrap). */
 static void test_fuzz_regressions(void** state)
@@ -513,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_delta),
         cmocka_unit_test(test_damaged_fall_back),
+        cmocka_unit_test(test_untyped_storage_detected),
         cmocka_unit_test(test_pickle_protocols_zip64),
         cmocka_unit_test(test_fuzz_regressions),
     };

@@ -137,6 +137,12 @@ static int build_torchzip(lmc_segs* s, const lmc_tz_info* in, const uint8_t* ref
         pos = t->off + t->len;
     }
     if (push_same_offset(s, pos, UINT64_MAX, 1, LMC_DTYPE_BYTES, ref, ref_size)) rc = -1;
+    /* the bytes between storages hold storages of a type the pickle scan did
+     * not know, or entries it could not place: the chunk encoder looks for
+     * floats in them as in generic mode (a few KiB of zip and pickle come
+     * out as bytes, as before) */
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].dtype == LMC_DTYPE_BYTES) s->v[i].detect = 1;
 out:
     lmc_tz_free(&ri);
     return rc;

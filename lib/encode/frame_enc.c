@@ -261,12 +261,12 @@ static size_t push_piece(enc_job* j, const lmc_piece* p)
          * share blocks and tables instead of paying for their own. Large ones
          * keep their own piece, and so their own layout and XOR choice. */
         int const same_kind = last->width == q.width && last->dtype == q.dtype && last->xor_ref == q.xor_ref
-                              && last->detect == q.detect
                               && last->off + last->len == q.off && last->len % q.width == 0
                               && (!q.xor_ref || last->ref_off + last->len == q.ref_off);
         if (same_kind && q.len < LMC_MERGE_PIECE && last->len + q.len <= LMC_BLOCK_MAX) {
             last->len += q.len;
             if (last->row != q.row) last->row = 0;
+            last->detect |= q.detect;   /* bytes either way: guessing widths is only a choice of coding */
             return 0;
         }
     }
