@@ -117,10 +117,12 @@ LMC_API int lmc_dtype_from_name(const char* name);
 
 typedef enum {           /* values are stored in frames: stable */
     LMC_FORMAT_AUTO        = 0, /* compression parameter only: detect */
-    LMC_FORMAT_GENERIC     = 1, /* opaque bytes, width 1 */
-    LMC_FORMAT_RAW         = 2, /* a dump of values of one dtype (LMC_P_DTYPE) */
+    LMC_FORMAT_GENERIC     = 1, /* bytes of unknown layout; runs of bf16/f16/f32 in them are
+                                   found and coded as floats (a guess: never a loss) */
+    LMC_FORMAT_RAW         = 2, /* a dump of values of one dtype (LMC_P_DTYPE; with
+                                   LMC_DTYPE_BYTES, as generic) */
     LMC_FORMAT_SAFETENSORS = 3,
-    LMC_FORMAT_TORCH_ZIP   = 4  /* reserved for torch.save archives */
+    LMC_FORMAT_TORCH_ZIP   = 4  /* torch.save zip archives (.pt, .bin) */
 } lmc_format;
 
 LMC_API const char* lmc_format_name(lmc_format f);

@@ -81,7 +81,9 @@ def compress(data, ref=None, threads=None, format=None, dtype=None, chunk_log=No
              delta against that reference.
     threads: worker threads (None or 0: every core this process may run on);
              the output is the same for every value.
-    format:  None/"auto" (detect safetensors), "generic", "raw", "safetensors".
+    format:  None/"auto" (a safetensors file or a torch.save zip, else
+             "generic"), "generic" (bytes; runs of bf16/f16/f32 values in them
+             are found and coded as floats), "raw", "safetensors", "torch".
     dtype:   value type of a raw dump ("bf16", "f32", ... or a torch dtype);
              implies format="raw".
     """

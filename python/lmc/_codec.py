@@ -121,7 +121,7 @@ def _format_code(fmt):
     try:
         return _lib.FORMATS[str(fmt).lower()]
     except KeyError:
-        raise ValueError("unknown format %r (auto, generic, raw, safetensors)" % (fmt,))
+        raise ValueError("unknown format %r (auto, generic, raw, safetensors, torch)" % (fmt,))
 
 
 def dtype_code(dt):

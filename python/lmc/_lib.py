@@ -206,7 +206,7 @@ LMC_P_CONTENT_SIZE = 6
 LMC_P_REF_HASH_LAST = 8
 LMC_D_THREADS = 1
 
-FORMATS = {"auto": 0, "generic": 1, "raw": 2, "safetensors": 3}
+FORMATS = {"auto": 0, "generic": 1, "raw": 2, "safetensors": 3, "torch": 4}
 
 
 # ---------------------------------------------------------------------------
