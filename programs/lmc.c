@@ -1739,6 +1739,9 @@ static int list_file(const char* name)
         if (s.dtype_in[i]) printf("%8.4f\n", (double)s.dtype_out[i] / (double)s.dtype_in[i]);
         else printf("%8s\n", "-");
     }
+    if ((s.header.container == LMC_FORMAT_GENERIC || (s.header.container == LMC_FORMAT_RAW && s.header.dtype == LMC_DTYPE_BYTES))
+        && s.dtype_in[LMC_DTYPE_BYTES] < s.content_size)
+        printf("  (runs of floats found in bytes of unknown layout; bf16 stands for any 16-bit float)\n");
     printf("  %-10s %12s %15s %15s %8s\n", "coder", "blocks", "bytes in", "bytes out", "ratio");
     for (i = 0; i < LMC_CODER_COUNT; i++) {
         if (!(all && i <= LMC_CODER_RLE_HUF) && s.blocks[i] == 0) continue;
