@@ -127,12 +127,12 @@ lmc_layout_guess lmc_detect_layout(const uint8_t* src, const uint8_t* ref, size_
      * takes the fewest values. For 32 bits, the byte below it breaks ties:
      * both high bytes of a small integer are 0, and the higher is the one
      * above the busier. */
-    uint32_t plain[4][256];
+    uint32_t at[4][256];   /* the sampled bytes by position */
     for (unsigned p = 0; p < 4; p++)
-        for (unsigned b = 0; b < 256; b++) plain[p][b] = hx[p][b] + hx[4 + p][b] + hx[8 + p][b] + hx[12 + p][b];
+        for (unsigned b = 0; b < 256; b++) at[p][b] = hx[p][b] + hx[4 + p][b] + hx[8 + p][b] + hx[12 + p][b];
     if (w4) {
         float hp1[4];
-        for (unsigned p = 0; p < 4; p++) hp1[p] = entropy(plain[p]);
+        for (unsigned p = 0; p < 4; p++) hp1[p] = entropy(at[p]);
         unsigned top = 0;
         float best = 0;
         for (unsigned t = 0; t < 4; t++) {
@@ -141,8 +141,8 @@ lmc_layout_guess lmc_detect_layout(const uint8_t* src, const uint8_t* ref, size_
         }
         g.width = 4; g.phase = (top + 1) & 3; g.dtype = LMC_DTYPE_F32;
     } else {
-        for (unsigned b = 0; b < 256; b++) { plain[0][b] += plain[2][b]; plain[1][b] += plain[3][b]; }
-        unsigned const top = entropy(plain[1]) <= entropy(plain[0]) ? 1 : 0;
+        for (unsigned b = 0; b < 256; b++) { at[0][b] += at[2][b]; at[1][b] += at[3][b]; }
+        unsigned const top = entropy(at[1]) <= entropy(at[0]) ? 1 : 0;
         g.width = 2; g.phase = (top + 1) & 1; g.dtype = LMC_DTYPE_BF16;
     }
     return g;
