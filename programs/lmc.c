@@ -97,6 +97,8 @@ static int g_ref_lib_frame = 0;   /* the current frame goes that way */
 static int g_defer_active = 0;
 static uint64_t g_defer_expect = 0;
 #define REF_WINDOW ((size_t)4 << 20)
+#define REF_AHEAD ((size_t)2 << 20)
+static size_t g_ref_keep_lo = 0, g_ref_keep_hi = 0;   /* the latest want_ref range */
 static const unsigned char g_empty[1];
 
 /* Directory inputs (programs/dir_cmd.c): -r REFDIR, and the reference path
@@ -615,14 +617,27 @@ static int load_ref(void)
 
 /* Drops the reference's pages from this process's memory every REF_WINDOW
  * bytes of progress (in practice after every library call, which codes at
- * most 16 MiB). They come back from the page cache when touched again, so
- * peak memory stays near one call's worth whatever the reference size. */
+ * most 16 MiB), all but the next call's first pages (REF_AHEAD), which the
+ * prefetch thread may have mapped in ahead of the coder (want_ref). They
+ * come back from the page cache when touched again, so peak memory stays
+ * near one call's worth whatever the reference size. */
 static void ref_release(uint64_t progress)
 {
     static uint64_t last = 0;
     if (!g_ref_mapped || progress < last + REF_WINDOW) { if (progress < last) last = progress; return; }
-    prefetch_dropping(PREFETCH_REF, SIZE_MAX);
-    madvise((void*)g_ref, g_ref_size, MADV_DONTNEED);
+    /* kept: from the progress on, what the latest want_ref asked for beyond
+     * it (the next call's first pages, where the layouts match) */
+    size_t const page = (size_t)sysconf(_SC_PAGESIZE), margin = (size_t)256 << 10;
+    size_t lo = progress > margin ? (size_t)progress - margin : 0, hi = g_ref_keep_hi;
+    if (lo < g_ref_keep_lo) lo = g_ref_keep_lo;
+    if (hi > lo + REF_AHEAD + 2 * margin) hi = lo + REF_AHEAD + 2 * margin;
+    lo = lo / page * page;
+    hi = (hi + page - 1) / page * page;
+    if (hi > g_ref_size || hi < lo) hi = g_ref_size;
+    if (lo > hi) lo = hi;
+    prefetch_dropping(PREFETCH_REF, lo);
+    if (lo) madvise((void*)g_ref, lo, MADV_DONTNEED);
+    if (hi < g_ref_size) madvise((void*)((const unsigned char*)g_ref + hi), g_ref_size - hi, MADV_DONTNEED);
     prefetch_dropped(PREFETCH_REF);
     last = progress;
 }
@@ -633,6 +648,7 @@ static void unload_ref(void)
     if (g_rh.pending) { close(g_rh.fd); g_rh.fd = -1; g_rh.pending = 0; }
     prefetch_forget(PREFETCH_REF);
     if (g_ref_mapped) munmap((void*)g_ref, g_ref_size);
+    g_ref_keep_lo = g_ref_keep_hi = 0;
     g_ref = NULL;
     g_ref_size = 0;
     g_ref_mapped = 0;
@@ -804,14 +820,19 @@ static void map_release(job_t* j, size_t done, size_t* released)
 /* Tells the prefetch thread which bytes of the reference the next call
  * will read: those of the content range [pos, pos + len) for an input laid
  * out as its reference (a safetensors file's header may be a little longer
- * or shorter, hence the margin). A reference laid out otherwise is faulted
- * in by the coder as before. */
+ * or shorter, hence the margin), and up to REF_AHEAD more, so that the
+ * thread maps the call after's pages in while this call codes: asked for
+ * only the call's own range, it started on the pages the coder was about
+ * to read, and the coder, faster, took most of their first touches itself.
+ * A reference laid out otherwise is faulted in by the coder as before. */
 static void want_ref(uint64_t pos, size_t len)
 {
     size_t const margin = (size_t)256 << 10;
+    size_t const ahead = len < REF_AHEAD ? len : REF_AHEAD;
     if (!g_ref_mapped || pos >= g_ref_size) return;
-    prefetch_want(PREFETCH_REF, (const unsigned char*)g_ref, g_ref_size,
-                  pos > margin ? (size_t)pos - margin : 0, (size_t)pos + len + margin);
+    g_ref_keep_lo = pos > margin ? (size_t)pos - margin : 0;
+    g_ref_keep_hi = (size_t)pos + len + ahead + margin;
+    prefetch_want(PREFETCH_REF, (const unsigned char*)g_ref, g_ref_size, g_ref_keep_lo, g_ref_keep_hi);
 }
 
 /* Compression straight from the mapped file: the library takes it whole and
