@@ -137,16 +137,27 @@ LMC_FORCE_INLINE void renorm_fast(uint32_t* xs, const uint8_t* wbase, size_t* wi
 #  define LMC_REFCTX_ASM 0
 #endif
 
-/* Pass 1 from token i on, every word read checked: the end of a block. */
+/* decode_token from the wide blocks' table (went), for their last tokens. */
+LMC_FORCE_INLINE unsigned decode_token_went(const lmc_refctx_dws* ws, uint32_t* xs, const uint8_t* ref, unsigned bits)
+{
+    uint32_t const r = bits == 16 ? lmc_rd16(ref) : lmc_rd32(ref);
+    size_t const g = (size_t)((const lmc_refctx_dgroup*)(const void*)ws->gtab[r >> (bits - 9)] - ws->grp);
+    uint32_t const e = ws->went[g * LMC_ANS_M + (*xs & (LMC_ANS_M - 1))];
+    *xs = (e >> 19) * (*xs >> LMC_ANS_PROB_BITS) + ((e >> 7) & (LMC_ANS_M - 1));
+    return e & 127;
+}
+
+/* Pass 1 from token i on, every word read checked: the end of a block.
+ * went: the slots from went (a wide block with AVX-512), else from sym. */
 LMC_FORCE_INLINE size_t tokens_checked(lmc_refctx_dws* ws, size_t i, size_t m, const uint8_t* ref, uint32_t* x,
-                                       const uint8_t** wpp, const uint8_t* wend, unsigned bits, unsigned S)
+                                       const uint8_t** wpp, const uint8_t* wend, unsigned bits, unsigned S, int went)
 {
     unsigned const w = bits / 8;
     uint8_t* const tok = ws->tok;
     const uint8_t* wp = *wpp;
     for (; i < m; i++) {
         uint32_t* const xs = &x[i & (S - 1)];
-        tok[i] = (uint8_t)decode_token(ws, xs, ref + i * w, bits);
+        tok[i] = (uint8_t)(went ? decode_token_went(ws, xs, ref + i * w, bits) : decode_token(ws, xs, ref + i * w, bits));
         if (*xs < LMC_ANS_L) {
             LMC_RETURN_IF(wend - wp < 2, CORRUPT);
             *xs = (*xs << 16) | lmc_rd16(wp);
@@ -203,7 +214,7 @@ LMC_FORCE_INLINE size_t decode_tokens(lmc_refctx_dws* ws, size_t m, const uint8_
         }
     x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     *wpp = wbase + 2 * wi;
-    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_ANS_STATES);
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_ANS_STATES, 0);
 }
 
 /* Whether the asm token steps (BMI1, BMI2) may run here. */
@@ -246,7 +257,7 @@ LMC_FORCE_INLINE size_t decode_tokens_wide(lmc_refctx_dws* ws, size_t i, size_t 
                 x[b] = x0; x[b + 1] = x1; x[b + 2] = x2; x[b + 3] = x3;
             }
     *wpp = wbase + 2 * wi;
-    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE, 0);
 }
 
 /* Pass 2, one value: its raw bits, then the reference's magnitude plus t. */
@@ -543,7 +554,7 @@ LMC_TARGET_AVX2 static size_t decode16_avx2(lmc_refctx_dws* ws, uint8_t* dst, si
         }
     x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     *wpp = wbase + 2 * wi;
-    LMC_FORWARD(tokens_checked(ws, i, m, ref, x, wpp, wend, 16, LMC_ANS_STATES));
+    LMC_FORWARD(tokens_checked(ws, i, m, ref, x, wpp, wend, 16, LMC_ANS_STATES, 0));
     return apply16_avx2(ws, dst, j, m, ref, rb, off, bad, badv);
 }
 
@@ -577,7 +588,7 @@ LMC_TARGET_AVX2 static size_t decode16_wide_avx2(lmc_refctx_dws* ws, uint8_t* ds
                 apply16_step(ws, j, dst + 2 * j, ref + 2 * j, raw, raw_size, &off, &bad, &badv);
         }
     *wpp = wbase + 2 * wi;
-    LMC_FORWARD(tokens_checked(ws, i, m, ref, x, wpp, wend, 16, LMC_REFCTX_STATES_WIDE));
+    LMC_FORWARD(tokens_checked(ws, i, m, ref, x, wpp, wend, 16, LMC_REFCTX_STATES_WIDE, 0));
     return apply16_avx2(ws, dst, j, m, ref, rb, off, bad, badv);
 }
 
@@ -658,8 +669,8 @@ LMC_TARGET_AVX2 static size_t decode32_avx2(lmc_refctx_dws* ws, uint8_t* dst, si
 #if LMC_REFCTX_AVX2 && LMC_HAS_AVX512_DISPATCH
 #  define LMC_REFCTX_AVX512 1
 /* The slot entries of groups 0..G-1 (LMC_REFCTX_WENT), 16 at a time: each
- * symbol's run may write up to 15 entries past its end, which the next
- * symbol (or the spare entries) overwrite. */
+ * symbol's run may write up to 31 entries past its end, which the next
+ * symbols (or the spare entries) overwrite. */
 LMC_TARGET_AVX512 static void build_went(lmc_refctx_dws* ws, unsigned G, unsigned alpha)
 {
     __m512i const step = _mm512_setr_epi32(0, 1 << 7, 2 << 7, 3 << 7, 4 << 7, 5 << 7, 6 << 7, 7 << 7, 8 << 7, 9 << 7,
@@ -671,9 +682,15 @@ LMC_TARGET_AVX512 static void build_went(lmc_refctx_dws* ws, unsigned G, unsigne
             uint32_t const f = ws->grp[g].fc[sym][0], cum = ws->grp[g].fc[sym][1];
             if (!f) continue;
             __m512i v = _mm512_add_epi32(_mm512_set1_epi32((int)(f << 19 | sym)), step);
-            for (uint32_t k = 0; k < f; k += 16) {
-                _mm512_storeu_si512((void*)(e + cum + k), v);
+            /* two stores whatever f, so that the loop runs only for runs of
+             * more than 32 slots (the exit of a loop whose count changes
+             * from symbol to symbol is a mispredicted branch) */
+            _mm512_storeu_si512((void*)(e + cum), v);
+            v = _mm512_add_epi32(v, sixteen);
+            _mm512_storeu_si512((void*)(e + cum + 16), v);
+            for (uint32_t k = 32; k < f; k += 16) {
                 v = _mm512_add_epi32(v, sixteen);
+                _mm512_storeu_si512((void*)(e + cum + k), v);
             }
         }
     }
@@ -1067,7 +1084,7 @@ LMC_TARGET_AVX512 static size_t decode_tokens_avx512(lmc_refctx_dws* ws, size_t 
     _mm512_storeu_si512((void*)x, xa);
     _mm512_storeu_si512((void*)(x + 16), xb);
     *wpp = wbase + 2 * wi;
-    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE, 1);
 }
 
 /* Two wide blocks' pass 1 in step (decode_tokens_vbmi_pair,
@@ -1183,7 +1200,7 @@ LMC_TARGET_AVX512VBMI static size_t decode_tokens_vbmi(lmc_refctx_dws* ws, size_
     _mm512_storeu_si512((void*)x, xa);
     _mm512_storeu_si512((void*)(x + 16), xb);
     *wpp = wbase + 2 * wi;
-    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE);
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_REFCTX_STATES_WIDE, 1);
 }
 
 /* Pass 1 of two wide blocks at once, a round of each in turn, as far as
@@ -1273,17 +1290,26 @@ LMC_TARGET_BMI2 static size_t decode32_bmi2(lmc_refctx_dws* ws, uint8_t* dst, si
 
 /* A group's table: each symbol's run of slots, then its frequency and
  * cumulative frequency. */
-static void build_group(lmc_refctx_dgroup* g, const uint16_t* freq, unsigned alpha)
+static void build_group(lmc_refctx_dgroup* g, const uint16_t* freq, unsigned alpha, int need_sym)
 {
     uint32_t cum = 0;
     for (unsigned sym = 0; sym < alpha; sym++) {
         uint32_t const f = freq[sym];
         g->fc[sym][0] = f;
         g->fc[sym][1] = cum;
-        if (!f) continue;
-        memset(g->sym + cum, (int)sym, f);
+        if (need_sym && f) memset(g->sym + cum, (int)sym, f);
         cum += f;
     }
+}
+
+/* Whether wide blocks take the AVX-512 loops (block_body). */
+static int wide_avx512(void)
+{
+#if LMC_REFCTX_AVX512
+    return lmc_cpu_has_avx512();
+#else
+    return 0;
+#endif
 }
 
 /* A block between its header and its end: its states and streams. */
@@ -1301,15 +1327,21 @@ static size_t block_begin(lmc_refctx_dws* ws, unsigned w, const uint8_t* src, si
 {
     unsigned const alpha = lmc_refctx_alpha(w);
     size_t pos = 0;
-    for (unsigned b = 0; b < 256; b++) {
-        unsigned const tok = b & 127;
-        unsigned const k = (tok + 1) >> 1, neg = tok && !(tok & 1);
-        ws->tbits[b] = (uint8_t)(tok >= alpha ? 0 : k ? k - 1 : 0);   /* never decoded past alpha */
-        ws->tmask[b] = (uint32_t)((1ull << ws->tbits[b]) - 1);
-        ws->tbase[b] = tok >= alpha || !k ? 0 : neg ? 1 - ((int64_t)1 << k) : ((int64_t)1 << (k - 1));
+    if (ws->talpha != alpha) {   /* the same for every block of a width */
+        for (unsigned b = 0; b < 256; b++) {
+            unsigned const tok = b & 127;
+            unsigned const k = (tok + 1) >> 1, neg = tok && !(tok & 1);
+            ws->tbits[b] = (uint8_t)(tok >= alpha ? 0 : k ? k - 1 : 0);   /* never decoded past alpha */
+            ws->tmask[b] = (uint32_t)((1ull << ws->tbits[b]) - 1);
+            ws->tbase[b] = tok >= alpha || !k ? 0 : neg ? 1 - ((int64_t)1 << k) : ((int64_t)1 << (k - 1));
+        }
+        ws->talpha = alpha;
     }
     LMC_RETURN_IF(size < 1, TRUNCATED);
     bs->wide = src[pos] & LMC_REFCTX_WIDE;
+    /* the slot bytes (sym) serve the scalar and AVX2 loops; a wide block
+     * with AVX-512 decodes from went, its last tokens too */
+    int const need_sym = !(bs->wide && wide_avx512());
     unsigned const S = bs->wide ? LMC_REFCTX_STATES_WIDE : LMC_ANS_STATES;
     unsigned const G = src[pos++] & ~LMC_REFCTX_WIDE;
     LMC_RETURN_IF(G == 0 || G > LMC_REFCTX_MAX_GROUPS, CORRUPT);
@@ -1330,7 +1362,7 @@ static size_t block_begin(lmc_refctx_dws* ws, unsigned w, const uint8_t* src, si
         size_t const t = lmc_freq_read(ws->freq, alpha, src + pos, size - pos);
         LMC_FORWARD(t);
         pos += t;
-        build_group(&ws->grp[g], ws->freq, alpha);
+        build_group(&ws->grp[g], ws->freq, alpha, need_sym);
     }
     LMC_RETURN_IF(size - pos < 4 * S + 4, TRUNCATED);
     for (unsigned j = 0; j < S; j++) {
@@ -1441,7 +1473,7 @@ LMC_FORCE_INLINE size_t decode_tokens_sparse(lmc_refctx_dws* ws, size_t i, size_
     }
     x[0] = x0; x[1] = x1; x[2] = x2; x[3] = x3;
     *wpp = wp;
-    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_ANS_STATES);
+    return tokens_checked(ws, i, m, ref, x, wpp, wend, bits, LMC_ANS_STATES, 0);
 }
 
 /* Pass 1 of two sparse blocks in step, as far as both go (m tokens, a

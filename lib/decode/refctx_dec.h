@@ -36,9 +36,9 @@ typedef struct {
 /* Wide blocks (32 states) decoded with AVX-512: one 4-byte entry per slot,
  * frequency << 19 | (slot - cumulative frequency) << 7 | token, so that one
  * gather gives all a state update needs; group g's slots from g * M on, so
- * that a slot's index is g << 12 | slot. 16 spare entries: the table is
- * filled 16 at a time. */
-#define LMC_REFCTX_WENT (LMC_REFCTX_MAX_GROUPS * LMC_ANS_M + 16)
+ * that a slot's index is g << 12 | slot. 32 spare entries: the table is
+ * filled 16 at a time, at least 32 a symbol. */
+#define LMC_REFCTX_WENT (LMC_REFCTX_MAX_GROUPS * LMC_ANS_M + 32)
 
 typedef struct {
     lmc_refctx_dgroup grp[LMC_REFCTX_MAX_GROUPS];
@@ -53,6 +53,7 @@ typedef struct {
     int64_t  tbase[256];                         /* token -> base b */
     uint8_t  tbits[256];                         /* token -> raw bit count n */
     uint32_t tmask[256];                         /* token -> 2^n - 1 */
+    unsigned talpha;                             /* the alphabet the token tables are for (0: none yet) */
     uint16_t freq[LMC_REFCTX_ALPHA_MAX];
     uint8_t  tok[LMC_VBLOCK_MAX];                /* pass 1 -> pass 2 */
     int32_t  tl[LMC_VBLOCK_MAX];                 /* 16-bit values without AVX2: each t, pass 2a -> 2b */
