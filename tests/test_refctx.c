@@ -179,6 +179,43 @@ static void test_roundtrip(void** state)
             }
 }
 
+/* Blocks that keep many groups of contexts: the difference's size grows
+ * with the reference's exponent, band by band, so merging stops at several
+ * groups. The VBMI coder looks each token's group up by its context less
+ * the block's first one, from one table of 128 contexts or, when they span
+ * more, two; every CPU mode must write the same bytes (roundtrip), over
+ * exponents spanning 40 (one table) and 250 (two), in 16- and 32-bit
+ * values, with an odd and an even number of groups among them. */
+static void test_many_groups(void** state)
+{
+    rc_state* const s = (rc_state*)*state;
+    unsigned odd = 0, even = 0;
+    for (unsigned w = 2; w <= 4; w += 2)
+        for (unsigned span = 40; span <= 250; span += 210)
+            for (unsigned bands = 3; bands <= 8; bands++) {
+                size_t const m = LMC_VBLOCK_MAX;
+                tu_rng r = { 977u * w + span + bands };
+                unsigned const e0 = span > 128 ? 2 : 100;
+                for (size_t i = 0; i < m; i++) {
+                    uint32_t const e = e0 + (uint32_t)(tu_next(&r) % span);
+                    uint32_t const band = (e - e0) * bands / span;
+                    uint32_t const ref = w == 2 ? ((uint32_t)(tu_next(&r) & 1) << 15) | e << 7 | (uint32_t)(tu_next(&r) & 0x7F)
+                                                : ((uint32_t)(tu_next(&r) & 1) << 31) | e << 23 | (uint32_t)(tu_next(&r) & 0x7FFFFF);
+                    uint32_t const mag = 1u << (2 * band);
+                    uint32_t const cur = ref + (uint32_t)(tu_next(&r) % (2 * mag + 1)) - mag;
+                    wr(s->ref + i * w, w, ref);
+                    wr(s->cur + i * w, w, cur);
+                }
+                lmc_refctx_prepare(s->enc, s->cur, s->ref, m, w);
+                unsigned const G = s->enc->ngroups;
+                assert_true(G >= 3);
+                assert_true(s->enc->present[s->enc->npresent - 1] - s->enc->present[0] >= (span > 128 ? 128 : 30));
+                if (G & 1) odd++; else even++;
+                roundtrip(s, m, w);
+            }
+    assert_true(odd > 0 && even > 0);
+}
+
 /* Two blocks decoded as a pair (lmc_refctx_decode_pair: their token loops
  * interleaved where the CPU has AVX-512, one after the other elsewhere)
  * give what each gives alone, in every CPU mode, for pairs whose word
@@ -882,6 +919,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_pairs),
+        cmocka_unit_test(test_many_groups),
         cmocka_unit_test(test_frame_pairs),
         cmocka_unit_test(test_frame_pair_plans),
         cmocka_unit_test(test_all_sign_pairs),

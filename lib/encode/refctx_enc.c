@@ -653,7 +653,6 @@ static void key_tables(lmc_refctx_ws* ws, int scalar, int planes)
         if (planes) {
             for (unsigned s = 0; s < 64; s++)
                 for (unsigned j = 0; j < 4; j++) ws->eplane[g][j][s] = s < alpha ? (uint8_t)(fc[s] >> (8 * j)) : 0;
-            memset(ws->ebound[g], ws->bound[g], sizeof(ws->ebound[g]));
         }
         /* present contexts of group g: those below the next bound */
         unsigned const end = g + 1 < ws->ngroups ? ws->bound[g + 1] : LMC_REFCTX_CONTEXTS;
@@ -666,6 +665,13 @@ static void key_tables(lmc_refctx_ws* ws, int scalar, int planes)
                 memcpy(ws->ecmpl + row, cm, alpha * sizeof(cm[0]));
             }
             if (lanes) memcpy(ws->efc + row, fc, alpha * sizeof(fc[0]));
+        }
+    }
+    if (planes) {
+        unsigned const lo = ws->present[0];
+        for (unsigned i = 0; i < LMC_REFCTX_CONTEXTS; i++) {
+            unsigned const g = ws->map[(lo + i) & (LMC_REFCTX_CONTEXTS - 1)];
+            ws->egroup[i] = (uint8_t)((g & 1) << 6 | g >> 1);
         }
     }
 }
@@ -872,14 +878,19 @@ LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size
  * registers (vpermb) instead of gathered: on the AMD EPYC VM (Zen 5) the
  * two 16-lane gathers of a round took about a quarter of bf16 delta
  * compression. Each key (context * 65 + token) is split into its context
- * (a multiply-high by 4033, exact below 256 * 65) and token; the four byte
- * planes of group 0's fields are looked up by token, and each later group's
- * overwrite the tokens whose context is at least its first one. The bytes of the 64
+ * (a multiply-high by 4033, exact below 256 * 65) and token; each token's
+ * group comes from its context by one or two two-table permutes (egroup),
+ * and the four byte planes of its fields from those of its pair of groups,
+ * one pair at a time, by token and the group's low bit. (Until 2026-12-03
+ * group 0's planes were looked up for every token and each later group's
+ * overwrote the tokens of its contexts: 5 permutes a group rather than a
+ * pair; the encode stage of the bf16 delta, 7-9 groups a block, ran 4-7 %
+ * faster this way.) The bytes of the 64
  * tokens are put in an order (put64) that the interleaving of the planes
  * (bytes to words to double words, within 128-bit lanes) turns back into
  * token order, 16 tokens a vector. Only for tokens below 64 (every bf16
  * block; an fp32 block without token 64), and not where gathers are fast:
- * about 5 permutes per group of contexts for 64 tokens (a bf16 block has
+ * about 5 permutes per pair of groups for 64 tokens (a bf16 block has
  * 7-11 groups) would load the one port that an Intel core's 512-bit
  * shuffles, compresses and gathers share, which bounds this loop there
  * (doc/refctx.md, "An integer quotient"). Not measured on Intel. */
@@ -891,6 +902,12 @@ LMC_TARGET_AVX512VBMI static size_t rc_rounds32_vbmi(const lmc_refctx_ws* ws, si
     for (unsigned p = 0; p < 64; p++) put64[p] = (uint8_t)(2 * (16 * ((p >> 2) & 3) + 4 * (p >> 4) + (p & 3)));
     __m512i const put = _mm512_loadu_si512((const void*)put64);
     __m512i const mul = _mm512_set1_epi16(4033), k65 = _mm512_set1_epi16(65);
+    __m512i const b40 = _mm512_set1_epi8(0x40), b3f = _mm512_set1_epi8(0x3F);
+    __m512i const lo8 = _mm512_set1_epi8((char)ws->present[0]);
+    /* contexts within 128 of the first: half of egroup holds them all */
+    int const narrow = ws->present[ws->npresent - 1] - ws->present[0] < 128;
+    __m512i const e0 = _mm512_loadu_si512((const void*)ws->egroup), e1 = _mm512_loadu_si512((const void*)(ws->egroup + 64));
+    __m512i const e2 = _mm512_loadu_si512((const void*)(ws->egroup + 128)), e3 = _mm512_loadu_si512((const void*)(ws->egroup + 192));
     unsigned const G = ws->ngroups;
     __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
     if (i & 32) {   /* an odd round first: the loop below takes two */
@@ -910,16 +927,34 @@ LMC_TARGET_AVX512VBMI static size_t rc_rounds32_vbmi(const lmc_refctx_ws* ws, si
         __m512i const t1 = _mm512_sub_epi16(k1, _mm512_mullo_epi16(c1, k65));
         __m512i const ctx = _mm512_permutex2var_epi8(c0, put, c1);
         __m512i const tok = _mm512_permutex2var_epi8(t0, put, t1);
-        __m512i p0 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][0]));
-        __m512i p1 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][1]));
-        __m512i p2 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][2]));
-        __m512i p3 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][3]));
-        for (unsigned g = 1; g < G; g++) {
-            __mmask64 const in = _mm512_cmpge_epu8_mask(ctx, _mm512_loadu_si512((const void*)ws->ebound[g]));
-            p0 = _mm512_mask_permutexvar_epi8(p0, in, tok, _mm512_loadu_si512((const void*)ws->eplane[g][0]));
-            p1 = _mm512_mask_permutexvar_epi8(p1, in, tok, _mm512_loadu_si512((const void*)ws->eplane[g][1]));
-            p2 = _mm512_mask_permutexvar_epi8(p2, in, tok, _mm512_loadu_si512((const void*)ws->eplane[g][2]));
-            p3 = _mm512_mask_permutexvar_epi8(p3, in, tok, _mm512_loadu_si512((const void*)ws->eplane[g][3]));
+        __m512i p0, p1, p2, p3;
+        if (G == 1) {
+            p0 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][0]));
+            p1 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][1]));
+            p2 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][2]));
+            p3 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][3]));
+        } else {
+            /* the tokens' groups (egroup, by context less the first), then
+             * their fields from the planes of their pair of groups, bit 6
+             * of the index picking one of the two: a pair's lookup writes
+             * only its own tokens' lanes, where the indices still are */
+            __m512i const cr = _mm512_sub_epi8(ctx, lo8);
+            __m512i grp = _mm512_permutex2var_epi8(e0, cr, e1);
+            if (!narrow) grp = _mm512_mask_blend_epi8(_mm512_movepi8_mask(cr), grp, _mm512_permutex2var_epi8(e2, cr, e3));
+            __m512i const idx = _mm512_ternarylogic_epi32(tok, grp, b40, 0xF8);   /* tok | grp & 0x40 */
+            p0 = p1 = p2 = p3 = idx;
+            __m512i const pair = _mm512_and_si512(grp, b3f);
+            for (unsigned g = 0; g < G; g += 2) {
+                __mmask64 const in = _mm512_cmpeq_epi8_mask(pair, _mm512_set1_epi8((char)(g >> 1)));
+                p0 = _mm512_mask2_permutex2var_epi8(_mm512_loadu_si512((const void*)ws->eplane[g][0]), p0, in,
+                                                    _mm512_loadu_si512((const void*)ws->eplane[g + 1][0]));
+                p1 = _mm512_mask2_permutex2var_epi8(_mm512_loadu_si512((const void*)ws->eplane[g][1]), p1, in,
+                                                    _mm512_loadu_si512((const void*)ws->eplane[g + 1][1]));
+                p2 = _mm512_mask2_permutex2var_epi8(_mm512_loadu_si512((const void*)ws->eplane[g][2]), p2, in,
+                                                    _mm512_loadu_si512((const void*)ws->eplane[g + 1][2]));
+                p3 = _mm512_mask2_permutex2var_epi8(_mm512_loadu_si512((const void*)ws->eplane[g][3]), p3, in,
+                                                    _mm512_loadu_si512((const void*)ws->eplane[g + 1][3]));
+            }
         }
         __m512i const lo01 = _mm512_unpacklo_epi8(p0, p1), hi01 = _mm512_unpackhi_epi8(p0, p1);
         __m512i const lo23 = _mm512_unpacklo_epi8(p2, p3), hi23 = _mm512_unpackhi_epi8(p2, p3);
