@@ -21,6 +21,7 @@
 
 #include "lmc.h"
 #include "torchzip.h"
+#include "segments.h"
 #include "testutil.h"
 #include "tzbuild.h"
 
@@ -349,6 +350,56 @@ static void test_delta(void** state)
     free(leg); free(s2); free(s3);
 }
 
+/* In a delta, the zip entry header between two float storages ends the
+ * first one's segment when it is as long in the reference (both at most
+ * 1 KiB and a whole number of values): no byte segment lies between them.
+ * A keyframe keeps every header a byte segment. The delta still round
+ * trips (test_delta) and takes fewer pieces than it has storages. */
+static void test_delta_headers_in_segments(void** state)
+{
+    (void)state;
+    size_t n2, n3;
+    uint8_t* const s2 = load("step2", ".pt", &n2);
+    uint8_t* const s3 = load("step3", ".pt", &n3);
+    lmc_tz_info a, b;
+    assert_int_equal(lmc_tz_parse(&a, s3, n3), 0);
+    assert_int_equal(lmc_tz_parse(&b, s2, n2), 0);
+    lmc_segs sd, sk;
+    memset(&sd, 0, sizeof sd); memset(&sk, 0, sizeof sk);
+    assert_int_equal(lmc_segs_build(&sd, LMC_FORMAT_AUTO, LMC_DTYPE_BYTES, s3, n3, n3, s2, n2), 0);
+    assert_int_equal(lmc_segs_build(&sk, LMC_FORMAT_AUTO, LMC_DTYPE_BYTES, s3, n3, n3, NULL, 0), 0);
+    unsigned absorbed = 0, kept = 0;
+    for (size_t i = 0; i + 1 < a.count; i++) {
+        const lmc_tz_storage *const t = &a.v[i], *const u = &a.v[i + 1];
+        long const jt = lmc_tz_find(&b, t->key, t->key_len), ju = lmc_tz_find(&b, u->key, u->key_len);
+        assert_true(jt >= 0 && ju >= 0);
+        uint64_t const gap = u->off - (t->off + t->len);
+        int const is_float = t->dtype == LMC_DTYPE_F32 || t->dtype == LMC_DTYPE_BF16 || t->dtype == LMC_DTYPE_F16;
+        int const expect = is_float && gap <= 1024 && gap % t->width == 0 && b.v[ju].len == u->len
+                           && b.v[ju].off - (b.v[jt].off + b.v[jt].len) == gap;
+        const lmc_seg* const g = &sd.v[lmc_segs_find(&sd, t->off, 0)];
+        const lmc_seg* const k = &sk.v[lmc_segs_find(&sk, t->off, 0)];
+        assert_int_equal(k->off + k->len, t->off + t->len);   /* keyframe: the storage alone */
+        if (expect) {
+            assert_true(g->xor_ref);
+            assert_int_equal(g->off + g->len, u->off);
+            assert_int_equal(sd.v[lmc_segs_find(&sd, u->off, 0)].off, u->off);   /* the next starts its own */
+            absorbed++;
+        } else {
+            assert_int_equal(g->off + g->len, t->off + t->len);
+            kept++;
+        }
+    }
+    print_message("step3 against step2: %u headers in float segments, %u kept as bytes\n", absorbed, kept);
+    assert_true(absorbed > 0);
+    lmc_frame_stats st;
+    roundtrip(s3, n3, s2, n2, LMC_FORMAT_AUTO, &st);
+    assert_true(st.pieces < a.count);
+    lmc_segs_free(&sd); lmc_segs_free(&sk);
+    lmc_tz_free(&a); lmc_tz_free(&b);
+    free(s2); free(s3);
+}
+
 /* Locates data.pkl's bytes in a fixture (via the parser's own answer for the
  * first storage: data.pkl precedes it) so that it can be damaged. */
 static size_t pkl_start(const uint8_t* buf, size_t n)
@@ -537,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_and_stats),
         cmocka_unit_test(test_streaming),
         cmocka_unit_test(test_delta),
+        cmocka_unit_test(test_delta_headers_in_segments),
         cmocka_unit_test(test_damaged_fall_back),
         cmocka_unit_test(test_untyped_storage_detected),
         cmocka_unit_test(test_pickle_protocols_zip64),

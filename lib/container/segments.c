@@ -114,7 +114,22 @@ out:
 /* torch.save zip: storages coded with their dtype width (against the storage
  * of the same key in the reference when its size and dtype match); every
  * other byte (zip headers, data.pkl, directory) width 1, against the
- * reference at the same offset. */
+ * reference at the same offset. In a delta, the zip entry header between
+ * two storages (at most TZ_GAP_MAX bytes, a whole number of the first one's
+ * values, as far from the first as in the reference) ends the first one's
+ * segment: coded as its values against the reference's header, which
+ * differs in the CRC alone, it costs a few bytes, where a piece of its own
+ * between two float pieces took a piece header and a code table (and
+ * small storages, kept apart by it, could not share a piece). The next
+ * storage still starts a segment: blocks do not mix two large tensors.
+ * bench/data/traj-3m's moments saved by torch.save (106 storages), step
+ * 600 against 500: 238 pieces -> 81, 21105904 -> 21105942 bytes, coded 13 %
+ * slower than the same tensors in safetensors before, 8-9 % after; its
+ * bf16 weights 2706794 -> 2704084 bytes. (Whole tensors with their headers
+ * as one segment: 28 pieces, but blocks mixing the two moments, 1 % larger.)
+ * A keyframe keeps its headers as bytes: as values, in byte groups with no
+ * reference to match, they made the bf16 file 0.17 % larger. */
+#define TZ_GAP_MAX 1024
 static int build_torchzip(lmc_segs* s, const lmc_tz_info* in, const uint8_t* ref, size_t ref_size)
 {
     lmc_tz_info ri;
@@ -124,10 +139,20 @@ static int build_torchzip(lmc_segs* s, const lmc_tz_info* in, const uint8_t* ref
     uint64_t pos = 0;
     for (size_t i = 0; i < in->count; i++) {
         const lmc_tz_storage* const t = &in->v[i];
-        if (push_same_offset(s, pos, t->off, 1, LMC_DTYPE_BYTES, ref, ref_size)) { rc = -1; goto out; }
         s->tensors_total++;
         long const j = have_ri ? lmc_tz_find(&ri, t->key, t->key_len) : -1;
-        if (j >= 0 && ri.v[j].len == t->len && ri.v[j].dtype == t->dtype && ri.v[j].width == t->width) {
+        int const matched = j >= 0 && ri.v[j].len == t->len && ri.v[j].dtype == t->dtype && ri.v[j].width == t->width;
+        if (matched && s->n) {
+            lmc_seg* const last = &s->v[s->n - 1];
+            uint64_t const gap = t->off - pos;
+            if (last->xor_ref && last->float_like && last->off + last->len == pos && gap <= TZ_GAP_MAX
+                && gap % last->width == 0 && last->ref_off + last->len + gap == ri.v[j].off) {
+                last->len += gap;
+                pos = t->off;
+            }
+        }
+        if (push_same_offset(s, pos, t->off, 1, LMC_DTYPE_BYTES, ref, ref_size)) { rc = -1; goto out; }
+        if (matched) {
             s->tensors_matched++;
             if (push(s, t->off, t->len, t->width, t->dtype, 1, ri.v[j].off)) { rc = -1; goto out; }
         } else {
