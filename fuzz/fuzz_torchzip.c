@@ -70,6 +70,20 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     }
     if (t.count != 0 || t.v != NULL || t.by_key != NULL) abort();
     check_segs(f, n);
+    /* archives one after another (torch's distributed checkpoints): the
+     * archive found at the end starts inside the file, and the segments of
+     * the two still tile it */
+    if (data[0] & 4) {
+        uint8_t* const two = (uint8_t*)malloc(2 * n + 1);
+        if (two) {
+            memcpy(two, f, n);
+            memcpy(two + n, f, n);
+            size_t const a = lmc_tz_archive_start(two, 2 * n);
+            if (a != SIZE_MAX && (a > 2 * n - 4 || memcmp(two + a, "PK\3\4", 4) != 0)) abort();
+            check_segs(two, 2 * n);
+            free(two);
+        }
+    }
     free(zip);
     return 0;
 }

@@ -698,6 +698,28 @@ out:
     return rc;
 }
 
+size_t lmc_tz_archive_start(const uint8_t* f, size_t end)
+{
+    size_t e;
+    if (!f || find_eocd(f, end, &e)) return SIZE_MAX;
+    uint64_t start;
+    if (e >= 20 + 56 && r32(f + e - 20) == SIG_LOC64) {
+        /* the zip64 end record (56 bytes, as torch writes it) just before
+         * its locator, which holds its offset from the archive's start */
+        size_t const z = e - 20 - 56;
+        uint64_t const rel = r64(f + e - 20 + 8);
+        if (r32(f + z) != SIG_EOCD64 || r64(f + z + 4) != 44 || rel > z) return SIZE_MAX;
+        start = z - rel;
+        if (r64(f + z + 48) + r64(f + z + 40) != rel) return SIZE_MAX;   /* directory, then this record */
+    } else {
+        uint64_t const cd_size = r32(f + e + 12), cd_off = r32(f + e + 16);
+        if (cd_size > e || cd_off > e - cd_size) return SIZE_MAX;
+        start = e - cd_size - cd_off;
+    }
+    if (end - start < 4 || r32(f + start) != SIG_LOCAL) return SIZE_MAX;
+    return (size_t)start;
+}
+
 void lmc_tz_free(lmc_tz_info* info)
 {
     free(info->v);

@@ -53,6 +53,14 @@ int lmc_tz_parse(lmc_tz_info* out, const uint8_t* file, size_t size);
 
 void lmc_tz_free(lmc_tz_info* info);
 
+/* Where the zip archive that ends `file` at `end` starts, found from its
+ * end records (its directory's offsets count from its own start): another
+ * archive may precede it (torch's distributed checkpoints write a
+ * torch.save per tensor, one after another). SIZE_MAX when the end records
+ * are not there or do not place a local header. Never reads outside
+ * [file, file + end). */
+size_t lmc_tz_archive_start(const uint8_t* file, size_t end);
+
 /* Index in info->v of the storage with key `key` (length key_len), or -1. */
 long lmc_tz_find(const lmc_tz_info* info, const uint8_t* key, size_t key_len);
 
