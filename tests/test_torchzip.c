@@ -488,6 +488,21 @@ static void test_concatenated_archives(void** state)
     memset(j, 'x', 100);
     memcpy(j + 100, c, n);
     roundtrip(j, n + 100, r, rn, LMC_FORMAT_AUTO, &st);
+    /* zips one after another that are not torch's (no data.pkl): generic mode */
+    static const char* const names[] = { "x/readme.txt" };
+    static const uint8_t text[] = "not a checkpoint";
+    const uint8_t* const data[] = { text };
+    size_t const len[] = { sizeof text };
+    uint8_t z[TZB_BOUND(1, 12, sizeof text)];
+    size_t const zn = tzb_build(z, names, data, len, 1, 0);
+    const uint8_t* const zz[] = { z, z };
+    size_t const zl[] = { zn, zn };
+    size_t n2z;
+    uint8_t* const z2 = concat(zz, zl, 2, &n2z);
+    assert_int_equal(lmc_tz_archive_start(z2, n2z), zn);
+    assert_int_equal(lmc_segs_build(&s, LMC_FORMAT_AUTO, LMC_DTYPE_BYTES, z2, n2z, n2z, NULL, 0), 0);
+    assert_int_equal(s.format, LMC_FORMAT_GENERIC);
+    free(z2);
     free(j); free(d);
     lmc_segs_free(&s);
     lmc_tz_free(&a3); lmc_tz_free(&af);

@@ -236,14 +236,17 @@ static int build_torchzips(lmc_segs* s, const uint8_t* f, size_t n, const uint8_
     if (nr < 0) { free(at); return -1; }
     uint64_t pos = 0;
     int rc = 0;
+    long parsed = 0;
     for (long k = 0; k < na && !rc; k++) {
         lmc_tz_info in, ri;
         if (lmc_tz_parse(&in, f + at[k], at[k + 1] - at[k]) != 0) continue;
+        parsed++;
         int const have_ri = k < nr && lmc_tz_parse(&ri, ref + rat[k], rat[k + 1] - rat[k]) == 0;
         rc = tz_storages(s, &in, at[k], have_ri ? &ri : NULL, have_ri ? rat[k] : 0, ref, ref_size, &pos);
         lmc_tz_free(&in);
         if (have_ri) lmc_tz_free(&ri);
     }
+    if (!rc && !parsed) { free(at); free(rat); return 1; }   /* archives, but none of torch's: generic mode */
     if (!rc) rc = tz_finish(s, pos, ref, ref_size);
     free(at); free(rat);
     return rc ? -1 : 0;
