@@ -7,7 +7,8 @@
  * mutations reach the pickle walker without having to keep a zip directory
  * valid. Successful parses are checked
  * for the invariants the encoder relies on, and the segment list built from
- * them must tile [0, UINT64_MAX) in order, so a wrong accept aborts.
+ * them must tile [0, UINT64_MAX) in order, so a wrong accept aborts; so
+ * must the public tensor map's entries lie in the file, in order.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,6 +48,23 @@ static void check_segs(const uint8_t* f, size_t n)
     lmc_segs_free(&s);
 }
 
+/* The public tensor map (one archive or several): entries inside the file,
+ * in order, not overlapping, each found by its name. */
+static void check_map(const uint8_t* f, size_t n)
+{
+    lmc_tensor_map* m = NULL;
+    size_t const r = lmc_tensor_map_torch(&m, f, n);
+    if (lmc_is_error(r)) { if (m) abort(); return; }
+    uint64_t end = lmc_tensor_map_header_size(m);
+    for (size_t i = 0; i < lmc_tensor_map_count(m); i++) {
+        const lmc_tensor_info* const t = lmc_tensor_map_get(m, i);
+        if (t->offset < end || t->offset > n || t->size > n - t->offset || t->size == 0) abort();
+        if (strlen(t->name) != t->name_len || lmc_tensor_map_find(m, t->name, t->name_len) != (long)i) abort();
+        end = t->offset + t->size;
+    }
+    lmc_tensor_map_free(m);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
     if (size < 1) return 0;
@@ -70,6 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     }
     if (t.count != 0 || t.v != NULL || t.by_key != NULL) abort();
     check_segs(f, n);
+    check_map(f, n);
     /* archives one after another (torch's distributed checkpoints): the
      * archive found at the end starts inside the file, and the segments of
      * the two still tile it */
@@ -81,6 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
             size_t const a = lmc_tz_archive_start(two, 2 * n);
             if (a != SIZE_MAX && (a > 2 * n - 4 || memcmp(two + a, "PK\3\4", 4) != 0)) abort();
             check_segs(two, 2 * n);
+            check_map(two, 2 * n);
             free(two);
         }
     }

@@ -357,9 +357,13 @@ LMC_API size_t lmc_tensor_map_safetensors(lmc_tensor_map** map, const void* head
  * pickle names, in file order, called "data/<key>" after its zip entry (and
  * labelled with the dict key its tensor was stored under, where one is), with
  * ndim 1 and shape { values } (a storage may hold several tensors: their
- * shapes are not kept). The map owns copies of what it returns. Returns 0 and
- * *map, LMC_ERR_NOT_CONTAINER if it is not such an archive (or its pickle is
- * not understood), LMC_ERR_MEMORY. */
+ * shapes are not kept). Several archives one after another (torch's
+ * distributed checkpoints write a torch.save per tensor) are read as the
+ * encoder reads them: archive k's storages are "a<k>/data/<key>", offsets
+ * from the file's start; archives that do not parse have no entries. The
+ * map owns copies of what it returns. Returns 0 and *map,
+ * LMC_ERR_NOT_CONTAINER if it is not such an archive, or none of several
+ * parses (or its pickle is not understood), LMC_ERR_MEMORY. */
 LMC_API size_t lmc_tensor_map_torch(lmc_tensor_map** map, const void* file, size_t size);
 LMC_API size_t lmc_tensor_map_count(const lmc_tensor_map* map);
 /* Tensors in file order (by offset); NULL if i is out of range. */

@@ -149,7 +149,10 @@ static void usage(FILE* f)
 "  other      everything else\n"
 "A torch.save zip is read as lmc reads it: one \"tensor\" per typed storage,\n"
 "named data/<key>, labelled and classed by the dict key its tensor was stored\n"
-"under, by the rules above (shapes are not read). A file that is neither is\n"
+"under, by the rules above (shapes are not read). Several torch.save archives\n"
+"one after another (torch's distributed checkpoints, .distcp) are read as lmc\n"
+"reads them too: archive k's storages are a<k>/data/<key>, compared with\n"
+"archive k of the reference. A file that is neither is\n"
 "analysed as bytes (u8), and says so.\n"
 "\n"
 "Inputs:\n"
@@ -1375,8 +1378,9 @@ static void print_file(const ckpt* c, const file_res* f, int traj)
     if (f->ref) printf("   ref:  %s (%zu of %zu tensors matched: coded as XOR deltas)\n", f->ref, f->nmatched, f->ntensors);
     else printf("   ref:  none (coded whole)\n");
     if (f->is_st && strcmp(f->container, "torch.save") == 0)
-        printf("   torch.save zip, %llu bytes, %llu bytes before the first storage, %zu typed storages (named data/<key>)\n",
-               (unsigned long long)f->size, (unsigned long long)f->header, f->ntensors);
+        printf("   torch.save zip, %llu bytes, %llu bytes before the first storage, %zu typed storages (named %s)\n",
+               (unsigned long long)f->size, (unsigned long long)f->header, f->ntensors,
+               f->nt && f->t[0].name[0] == 'a' ? "a<archive>/data/<key>" : "data/<key>");
     else if (f->is_st) printf("   safetensors, %llu bytes, header %llu bytes, %zu tensors\n",
                          (unsigned long long)f->size, (unsigned long long)f->header, f->ntensors);
     else printf("   %s, %llu bytes\n", f->note, (unsigned long long)f->size);

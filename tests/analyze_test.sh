@@ -348,6 +348,13 @@ pycheck "torch.save: storages named data/<key>, flips measured" tz.json 'sorted(
 pycheck "torch.save: labels from the dicts, classes from them" tz.json 'ten["data/0"]["label"] == "0.weight" and ten["data/5"]["label"] == "exp_avg" and ten["data/5"]["class"] == "optimizer" and ten["data/4"]["label"] == "step"'
 "$LMC" analyze "$TZ/step3.pt" > tz.txt
 check "torch.save: the text report names the container" grep -q "torch.save zip, 54353 bytes" tz.txt
+# torch.save archives one after another (torch's distributed checkpoints):
+# read as the encoder reads them, archive k against the reference's archive k
+cat "$TZ/step3.pt" "$TZ/step3.pt" > cat3.pt
+cat "$TZ/step2.pt" "$TZ/step2.pt" > cat2.pt
+"$LMC" analyze --json --ref cat2.pt cat3.pt > cat.json
+pycheck "two torch.save archives: 32 storages a<k>/data/<key>, all matched" cat.json 'f["container"] == "torch.save" and f["tensors"] == 32 and f["tensors_matched"] == 32 and sorted(ten) == sorted("a%d/data/%d" % (a, k) for a in range(2) for k in range(16))'
+pycheck "two torch.save archives: twice the values of one compared" cat.json 'dt["compared_values"] == 2 * 12580 and ten["a1/data/5"]["label"] == "exp_avg"'
 head -c 54353 /dev/urandom > notzip.bin
 "$LMC" analyze --json notzip.bin > nz.json
 pycheck "neither container: analysed as bytes" nz.json 'f["container"] == "bytes" and "analysed as bytes" in f["note"] and dt["dtype"] == "u8"'

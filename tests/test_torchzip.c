@@ -502,6 +502,34 @@ static void test_concatenated_archives(void** state)
     assert_int_equal(lmc_tz_archive_start(z2, n2z), zn);
     assert_int_equal(lmc_segs_build(&s, LMC_FORMAT_AUTO, LMC_DTYPE_BYTES, z2, n2z, n2z, NULL, 0), 0);
     assert_int_equal(s.format, LMC_FORMAT_GENERIC);
+    lmc_tensor_map* m = NULL;
+    assert_int_equal(lmc_get_error(lmc_tensor_map_torch(&m, z2, n2z)), LMC_ERR_NOT_CONTAINER);
+    assert_null(m);
+    /* the public tensor map reads the archives as the encoder does: archive
+     * k's storages named a<k>/data/<key>, at their offsets in the file, so
+     * that the names match archive k of another checkpoint */
+    assert_int_equal(lmc_tensor_map_torch(&m, c, n), 0);
+    assert_int_equal(lmc_tensor_map_count(m), 2 * a3.count + af.count);
+    assert_int_equal(lmc_tensor_map_header_size(m), a3.v[0].off);
+    size_t e = 0;
+    for (int k = 0; k < 3; k++) {
+        const lmc_tz_info* const a = k == 1 ? &af : &a3;
+        uint64_t const base = k == 0 ? 0 : k == 1 ? n3 : n3 + nf;
+        for (size_t i = 0; i < a->count; i++, e++) {
+            const lmc_tensor_info* const t = lmc_tensor_map_get(m, e);
+            char want[64];
+            snprintf(want, sizeof want, "a%d/data/%.*s", k, (int)a->v[i].key_len, (const char*)a->v[i].key);
+            assert_string_equal(t->name, want);
+            assert_int_equal(t->offset, base + a->v[i].off);
+            assert_int_equal(t->size, a->v[i].len);
+            assert_int_equal(lmc_tensor_map_find(m, want, strlen(want)), (long)e);
+        }
+    }
+    lmc_tensor_map_free(m);
+    /* one archive keeps its plain names */
+    assert_int_equal(lmc_tensor_map_torch(&m, s3, n3), 0);
+    assert_int_equal(strncmp(lmc_tensor_map_get(m, 0)->name, "data/", 5), 0);
+    lmc_tensor_map_free(m);
     free(z2);
     free(j); free(d);
     lmc_segs_free(&s);

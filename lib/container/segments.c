@@ -186,32 +186,6 @@ static int build_torchzip(lmc_segs* s, const lmc_tz_info* in, const uint8_t* ref
     return rc ? -1 : 0;
 }
 
-/* The starts of the archives that end f at n, one after another, found
- * back to front (lmc_tz_archive_start); the first may follow other bytes.
- * Returns how many (0: none), or -1 if out of memory; *at holds n + 1
- * offsets, the archives' starts and n (free it). */
-static long tz_split(const uint8_t* f, size_t n, size_t** at)
-{
-    size_t cap = 16, k = 0;
-    size_t* v = (size_t*)malloc(cap * sizeof(*v));
-    if (!v) return -1;
-    v[k++] = n;
-    for (size_t e = n; e > 0;) {
-        size_t const a = lmc_tz_archive_start(f, e);
-        if (a == SIZE_MAX) break;
-        if (k == cap) {
-            size_t* const w = (size_t*)realloc(v, (cap *= 2) * sizeof(*v));
-            if (!w) { free(v); return -1; }
-            v = w;
-        }
-        v[k++] = a;
-        e = a;
-    }
-    for (size_t i = 0; i < k / 2; i++) { size_t const t = v[i]; v[i] = v[k - 1 - i]; v[k - 1 - i] = t; }
-    *at = v;
-    return (long)k - 1;
-}
-
 /* Back-to-back torch.save archives: torch's distributed checkpoints write a
  * torch.save per tensor into each file, one after another (bench/data/
  * traj-3m's bf16 weights so written are 53, its moments 106). Archive k is
@@ -230,9 +204,9 @@ static long tz_split(const uint8_t* f, size_t n, size_t** at)
 static int build_torchzips(lmc_segs* s, const uint8_t* f, size_t n, const uint8_t* ref, size_t ref_size)
 {
     size_t *at = NULL, *rat = NULL;
-    long const na = tz_split(f, n, &at);
+    long const na = lmc_tz_split(f, n, &at);
     if (na < 2) { free(at); return na < 0 ? -1 : 1; }
-    long const nr = ref ? tz_split(ref, ref_size, &rat) : 0;
+    long const nr = ref ? lmc_tz_split(ref, ref_size, &rat) : 0;
     if (nr < 0) { free(at); return -1; }
     uint64_t pos = 0;
     int rc = 0;

@@ -1,4 +1,5 @@
 /* tensor_map.c - the public face of the safetensors and torch.save parsers (lmc.h, "Containers"). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "lmc.h"
@@ -61,50 +62,97 @@ size_t lmc_tensor_map_safetensors(lmc_tensor_map** out, const void* head, size_t
     return 0;
 }
 
-size_t lmc_tensor_map_torch(lmc_tensor_map** out, const void* file, size_t size)
+/* One archive's storages into m's entries from *i on, named "data/<key>"
+ * (prefix "", one archive) or "a<k>/data/<key>" (archive k of several),
+ * their offsets counted from the file's start (base: the archive's). */
+static void tz_entries(lmc_tensor_map* m, size_t* i, char** nm, const lmc_tz_info* tz, const char* prefix,
+                       uint64_t base)
 {
-    LMC_RETURN_IF(!out || (!file && size), PARAM);
+    for (size_t s_i = 0; s_i < tz->count; s_i++, (*i)++) {   /* tz->v is in file order */
+        const lmc_tz_storage* const s = &tz->v[s_i];
+        lmc_tensor_info* const t = &m->t[*i];
+        char* p = *nm;
+        size_t const pl = strlen(prefix);
+        memcpy(p, prefix, pl);
+        memcpy(p + pl, "data/", 5);
+        memcpy(p + pl + 5, s->key, s->key_len);
+        p[pl + 5 + s->key_len] = 0;
+        t->name = p; t->name_len = pl + 5 + s->key_len;
+        p += t->name_len + 1;
+        if (s->name) {
+            memcpy(p, s->name, s->name_len);
+            p[s->name_len] = 0;
+            t->label = p; t->label_len = s->name_len;
+            p += s->name_len + 1;
+        }
+        *nm = p;
+        t->dtype = (lmc_dtype)s->dtype; t->width = s->width;
+        m->numel[*i] = s->len / s->width;
+        t->ndim = 1; t->shape = &m->numel[*i];
+        t->offset = base + s->off; t->size = s->len;
+        m->byname[*i].key = (const uint8_t*)t->name; m->byname[*i].key_len = t->name_len; m->byname[*i].index = *i;
+    }
+}
+
+/* One torch.save archive, or several one after another (torch's distributed
+ * checkpoints write a torch.save per tensor), found as the encoder finds
+ * them (lmc_tz_split): archive k's storages are then "a<k>/data/<key>",
+ * so that each keeps its name from one checkpoint to the next. Bytes before
+ * the first archive, and archives that do not parse, hold no entries. */
+size_t lmc_tensor_map_torch(lmc_tensor_map** out, const void* filev, size_t size)
+{
+    LMC_RETURN_IF(!out || (!filev && size), PARAM);
     *out = NULL;
-    lmc_tz_info tz;
-    if (!file || lmc_tz_parse(&tz, (const uint8_t*)file, size) != 0) return LMC_ERR(NOT_CONTAINER);
-    lmc_tensor_map* const m = (lmc_tensor_map*)calloc(1, sizeof(*m));
-    size_t chars = 0;
-    for (size_t i = 0; i < tz.count; i++) chars += 5 + tz.v[i].key_len + 1 + (tz.v[i].name ? tz.v[i].name_len + 1 : 0);
+    const uint8_t* const file = (const uint8_t*)filev;
+    if (!file) return LMC_ERR(NOT_CONTAINER);
+    size_t one[2] = { 0, size };
+    size_t* at = one;
+    long na = 1;
+    /* the last archive's start, as lmc_segs_build judges: a run of archives
+     * of one layout could make the whole file's end records read as the first's */
+    size_t const last = lmc_tz_archive_start(file, size);
+    if (last != 0 && last != SIZE_MAX) {
+        na = lmc_tz_split(file, size, &at);
+        LMC_RETURN_IF(na < 0, MEMORY);
+    }
+    lmc_tz_info* const tz = (lmc_tz_info*)calloc((size_t)na, sizeof(*tz));
+    if (!tz) { if (at != one) free(at); return LMC_ERR(MEMORY); }
+    size_t count = 0, chars = 0, parsed = 0;
+    for (long k = 0; k < na; k++) {
+        if (lmc_tz_parse(&tz[k], file + at[k], at[k + 1] - at[k]) != 0) continue;   /* left empty */
+        parsed++;
+        count += tz[k].count;
+        for (size_t i = 0; i < tz[k].count; i++)
+            chars += 24 + 5 + tz[k].v[i].key_len + 1 + (tz[k].v[i].name ? tz[k].v[i].name_len + 1 : 0);
+    }
+    size_t rc = 0;
+    lmc_tensor_map* m = NULL;
+    if (!parsed) { rc = LMC_ERR(NOT_CONTAINER); goto out; }
+    m = (lmc_tensor_map*)calloc(1, sizeof(*m));
     if (m) {
         m->torch = 1;
-        m->n = tz.count;
-        m->t = (lmc_tensor_info*)calloc(tz.count ? tz.count : 1, sizeof(*m->t));
-        m->numel = (uint64_t*)calloc(tz.count ? tz.count : 1, sizeof(*m->numel));
+        m->n = count;
+        m->t = (lmc_tensor_info*)calloc(count ? count : 1, sizeof(*m->t));
+        m->numel = (uint64_t*)calloc(count ? count : 1, sizeof(*m->numel));
         m->names = (char*)malloc(chars ? chars : 1);
-        m->byname = (lmc_tz_keyref*)malloc((tz.count ? tz.count : 1) * sizeof(*m->byname));
+        m->byname = (lmc_tz_keyref*)malloc((count ? count : 1) * sizeof(*m->byname));
     }
-    if (!m || !m->t || !m->numel || !m->names || !m->byname) { lmc_tz_free(&tz); lmc_tensor_map_free(m); return LMC_ERR(MEMORY); }
+    if (!m || !m->t || !m->numel || !m->names || !m->byname) { lmc_tensor_map_free(m); m = NULL; rc = LMC_ERR(MEMORY); goto out; }
+    size_t i = 0;
     char* nm = m->names;
-    for (size_t i = 0; i < tz.count; i++) {   /* tz.v is in file order */
-        const lmc_tz_storage* const s = &tz.v[i];
-        lmc_tensor_info* const t = &m->t[i];
-        memcpy(nm, "data/", 5);
-        memcpy(nm + 5, s->key, s->key_len);
-        nm[5 + s->key_len] = 0;
-        t->name = nm; t->name_len = 5 + s->key_len;
-        nm += t->name_len + 1;
-        if (s->name) {
-            memcpy(nm, s->name, s->name_len);
-            nm[s->name_len] = 0;
-            t->label = nm; t->label_len = s->name_len;
-            nm += s->name_len + 1;
-        }
-        t->dtype = (lmc_dtype)s->dtype; t->width = s->width;
-        m->numel[i] = s->len / s->width;
-        t->ndim = 1; t->shape = &m->numel[i];
-        t->offset = s->off; t->size = s->len;
-        m->byname[i].key = (const uint8_t*)t->name; m->byname[i].key_len = t->name_len; m->byname[i].index = i;
+    for (long k = 0; k < na; k++) {
+        char prefix[24] = "";
+        if (na > 1) snprintf(prefix, sizeof prefix, "a%ld/", k);
+        tz_entries(m, &i, &nm, &tz[k], prefix, at[k]);
     }
-    if (tz.count) qsort(m->byname, tz.count, sizeof(*m->byname), cmp_name);   /* keys are unique (lmc_tz_parse) */
-    m->header = tz.count ? tz.v[0].off : size;
-    lmc_tz_free(&tz);
+    if (count) qsort(m->byname, count, sizeof(*m->byname), cmp_name);   /* keys are unique within an archive (lmc_tz_parse) */
+    m->header = count ? m->t[0].offset : size;
     *out = m;
-    return 0;
+out:
+    for (long k = 0; k < na; k++) lmc_tz_free(&tz[k]);
+    free(tz);
+    if (at != one) free(at);
+    return rc;
 }
 
 size_t lmc_tensor_map_count(const lmc_tensor_map* m) { return m ? m->n : 0; }

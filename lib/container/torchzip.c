@@ -720,6 +720,29 @@ size_t lmc_tz_archive_start(const uint8_t* f, size_t end)
     return (size_t)start;
 }
 
+long lmc_tz_split(const uint8_t* f, size_t n, size_t** at)
+{
+    size_t cap = 16, k = 0;
+    size_t* v = (size_t*)malloc(cap * sizeof(*v));
+    if (!v) return -1;
+    v[k++] = n;
+    for (size_t e = n; e > 0;) {
+        size_t const a = lmc_tz_archive_start(f, e);
+        if (a == SIZE_MAX) break;
+        if (k == cap) {
+            size_t* const w = (size_t*)realloc(v, (cap *= 2) * sizeof(*v));
+            if (!w) { free(v); return -1; }
+            v = w;
+        }
+        v[k++] = a;
+        e = a;
+    }
+    for (size_t i = 0; i < k / 2; i++) { size_t const t = v[i]; v[i] = v[k - 1 - i]; v[k - 1 - i] = t; }
+    *at = v;
+    return (long)k - 1;
+}
+
+
 void lmc_tz_free(lmc_tz_info* info)
 {
     free(info->v);

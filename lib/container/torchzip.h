@@ -61,6 +61,12 @@ void lmc_tz_free(lmc_tz_info* info);
  * [file, file + end). */
 size_t lmc_tz_archive_start(const uint8_t* file, size_t end);
 
+/* The starts of the archives that end `file` at `size`, one after another,
+ * found back to front (lmc_tz_archive_start); the first may follow other
+ * bytes. Returns how many (0: none), or -1 if out of memory; *at then holds
+ * that many + 1 offsets, the archives' starts and `size` (free it). */
+long lmc_tz_split(const uint8_t* file, size_t size, size_t** at);
+
 /* Index in info->v of the storage with key `key` (length key_len), or -1. */
 long lmc_tz_find(const lmc_tz_info* info, const uint8_t* key, size_t key_len);
 
