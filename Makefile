@@ -25,8 +25,9 @@ build/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(WARN) -fvisibility=hidden -fPIC -MMD -MP -c $< -o $@
 
-# XXH3's long-input loop with AVX2 and AVX-512; only called after a run-time CPU check
-ifeq ($(shell uname -m),x86_64)
+# XXH3's long-input loop with AVX2 and AVX-512; only called after a run-time CPU check.
+# The compiler's target decides, not the build machine (a cross-compiler for aarch64 has no -mavx2).
+ifneq ($(filter x86_64-%,$(shell $(CC) -dumpmachine)),)
 build/lib/common/hash_avx2.o build/pic/lib/common/hash_avx2.o: CFLAGS += -mavx2
 build/lib/common/hash_avx512.o build/pic/lib/common/hash_avx512.o: CFLAGS += -mavx512f -mavx2
 endif

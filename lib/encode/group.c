@@ -157,20 +157,21 @@ void lmc_group(uint8_t* dst, const uint8_t* src, const uint8_t* ref, size_t n, u
         for (size_t i = 0; i < n; i++) dst[i] = src[i] ^ ref[i];
         return;
     }
-    size_t done = 0;
     if (w == 2) {
         uint8_t* d0 = dst; uint8_t* d1 = dst + n;
 #if LMC_HAS_AVX2_DISPATCH
         if (lmc_cpu_has_avx2()) {
-            done = group2_avx2(d0, d1, src, ref, n, rotated);
+            size_t const done = group2_avx2(d0, d1, src, ref, n, rotated);
             d0 += done; d1 += done; src += 2 * done; if (ref) ref += 2 * done;
             n -= done;
         }
 #endif
 #if defined(__SSE2__)
-        done = group2_sse2(d0, d1, src, ref, n, rotated);
-        d0 += done; d1 += done; src += 2 * done; if (ref) ref += 2 * done;
-        n -= done;
+        {
+            size_t const done = group2_sse2(d0, d1, src, ref, n, rotated);
+            d0 += done; d1 += done; src += 2 * done; if (ref) ref += 2 * done;
+            n -= done;
+        }
 #endif
         if (ref) { if (rotated) { GROUP2(1, 1) } else { GROUP2(1, 0) } }
         else     { if (rotated) { GROUP2(0, 1) } else { GROUP2(0, 0) } }
@@ -181,15 +182,17 @@ void lmc_group(uint8_t* dst, const uint8_t* src, const uint8_t* ref, size_t n, u
         uint8_t* d0 = dst; uint8_t* d1 = dst + total; uint8_t* d2 = dst + 2 * total; uint8_t* d3 = dst + 3 * total;
 #if LMC_HAS_AVX2_DISPATCH
         if (lmc_cpu_has_avx2()) {
-            done = group4_avx2(d0, d1, d2, d3, src, ref, n, rotated);
+            size_t const done = group4_avx2(d0, d1, d2, d3, src, ref, n, rotated);
             d0 += done; d1 += done; d2 += done; d3 += done; src += 4 * done; if (ref) ref += 4 * done;
             n -= done;
         }
 #endif
 #if defined(__SSE2__)
-        done = group4_sse2(d0, d1, d2, d3, src, ref, n, rotated);
-        d0 += done; d1 += done; d2 += done; d3 += done; src += 4 * done; if (ref) ref += 4 * done;
-        n -= done;
+        {
+            size_t const done = group4_sse2(d0, d1, d2, d3, src, ref, n, rotated);
+            d0 += done; d1 += done; d2 += done; d3 += done; src += 4 * done; if (ref) ref += 4 * done;
+            n -= done;
+        }
 #endif
         if (ref) { if (rotated) { GROUP4(1, 1) } else { GROUP4(1, 0) } }
         else     { if (rotated) { GROUP4(0, 1) } else { GROUP4(0, 0) } }
