@@ -8,6 +8,7 @@
  *   OUT=frame.lmc build/bench/api_loop NEW REF c           (also writes the frame)
  *   build/bench/api_loop NEW none c|d ...                   (no reference: a keyframe)
  *   DTYPE=bf16 build/bench/api_loop NEW.raw REF.raw c       (raw input of that dtype: bf16, f16, f32)
+ *   BALANCE=0 build/bench/api_loop ...                      (chunks of exactly 1 MiB: LMC_P_CHUNK_BALANCE)
  */
 #include "lmc.h"
 #include <stdio.h>
@@ -56,6 +57,8 @@ int main(int argc, char** argv)
     lmc_dctx* const d = lmc_dctx_create();
     if (!frame || !back || !c || !d) { fprintf(stderr, "out of memory\n"); return 2; }
     lmc_cctx_set_param(c, LMC_P_THREADS, threads);
+    const char* const bal = getenv("BALANCE");   /* LMC_P_CHUNK_BALANCE, for A/B runs */
+    if (bal) lmc_cctx_set_param(c, LMC_P_CHUNK_BALANCE, atoi(bal));
     const char* const dt = getenv("DTYPE");
     if (dt) {
         int const t = !strcmp(dt, "bf16") ? LMC_DTYPE_BF16 : !strcmp(dt, "f16") ? LMC_DTYPE_F16 : !strcmp(dt, "f32") ? LMC_DTYPE_F32 : -1;

@@ -153,14 +153,21 @@ typedef enum {
     LMC_P_FORMAT       = 1, /* lmc_format; default AUTO */
     LMC_P_DTYPE        = 2, /* lmc_dtype for LMC_FORMAT_RAW; default BYTES */
     LMC_P_THREADS      = 3, /* worker threads, >= 1; default 1. Output is identical for every value. */
-    LMC_P_CHUNK_LOG    = 4, /* log2 of the nominal chunk size, 20..26; default 20 (1 MiB) */
+    LMC_P_CHUNK_LOG    = 4, /* log2 of the nominal chunk size, 20..26; default 20 (1 MiB). Where the
+                               content size is known (lmc_compress, or LMC_P_CONTENT_SIZE) and holds 2 to
+                               255 such chunks, it is cut into equal chunks of up to twice that size, as
+                               many as a multiple of 16, 8, 4 or 2 allows, and the header says
+                               chunk_log + 1 (LMC_P_CHUNK_BALANCE) */
     LMC_P_LAYOUT       = 5, /* 0 auto (default; float deltas may use REFCTX), 1 force byte-grouped, 2 force sign-rotated */
     LMC_P_CONTENT_SIZE = 6, /* streaming: pledged total input size, or -1 (default) if unknown */
     LMC_P_CODERS       = 7, /* bit mask of allowed block coders (1<<coder id); default all. Testing aid. */
-    LMC_P_REF_HASH_LAST = 8 /* streaming, 0 (default) or 1: a reference set without its hash is hashed
+    LMC_P_REF_HASH_LAST = 8,/* streaming, 0 (default) or 1: a reference set without its hash is hashed
                                between chunk jobs instead of before the header, which then carries 0 as
                                the reference hash; the caller writes the hash (lmc_cctx_last_stats:
                                header.ref_hash) and the header checksum over it when the frame is done */
+    LMC_P_CHUNK_BALANCE = 9 /* 1 (default): equal chunks where the size is known (LMC_P_CHUNK_LOG), so
+                               that threads get equal shares; 0: chunks of exactly 2^chunk_log bytes
+                               (up to a value's bytes) but the last */
 } lmc_cparam;
 
 /* Sets a parameter. Takes effect at the next frame. Returns 0 or an error. */

@@ -151,6 +151,7 @@ static size_t make_three_chunks(uint8_t** frame, uint8_t** src, size_t* n, int d
     assert_int_equal(lmc_cctx_set_param(cc, LMC_P_FORMAT, LMC_FORMAT_RAW), 0);
     assert_int_equal(lmc_cctx_set_param(cc, LMC_P_DTYPE, LMC_DTYPE_BF16), 0);
     assert_int_equal(lmc_cctx_set_param(cc, LMC_P_CHUNK_LOG, 20), 0);
+    assert_int_equal(lmc_cctx_set_param(cc, LMC_P_CHUNK_BALANCE, 0), 0);   /* 1 MiB chunks, as laid out */
     if (delta) {
         ref = (uint8_t*)tu_xmalloc(N);
         tu_perturb(ref, a, N, 2, 50, 9);

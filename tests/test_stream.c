@@ -10,6 +10,7 @@
 
 #include "testutil.h"
 #include "workmem.h"
+#include "mem.h"
 #if defined(__linux__)
 #  include <sys/mman.h>
 #endif
@@ -21,6 +22,7 @@ typedef struct {
     int      dtype;        /* for RAW */
     unsigned chunk_log;
     int      full;         /* also threads 3, unpledged stream and threaded decode */
+    int      fixed;        /* LMC_P_CHUNK_BALANCE 0: chunks of 2^chunk_log */
 } cfg;
 
 static lmc_cctx* make_cctx(const cfg* c, unsigned threads)
@@ -31,7 +33,46 @@ static lmc_cctx* make_cctx(const cfg* c, unsigned threads)
     if (c->fmt == LMC_FORMAT_RAW) assert_int_equal(lmc_cctx_set_param(cc, LMC_P_DTYPE, c->dtype), 0);
     assert_int_equal(lmc_cctx_set_param(cc, LMC_P_THREADS, threads), 0);
     assert_int_equal(lmc_cctx_set_param(cc, LMC_P_CHUNK_LOG, c->chunk_log), 0);
+    if (c->fixed) assert_int_equal(lmc_cctx_set_param(cc, LMC_P_CHUNK_BALANCE, 0), 0);
     return cc;
+}
+
+/* How lmc_compress cuts n bytes (lmc.h, LMC_P_CHUNK_LOG; widths that
+ * divide 2^L): the header's chunk_log, the chunk count and the nominal
+ * chunk size. With 2 to 255
+ * chunks of 2^L: the largest count that is a multiple of 16, 8, 4 or 2
+ * (else kmax) at most kmax = n / 2^L whose equal chunks are at most
+ * 2^(L+1) - 64 bytes. */
+static void expect_chunks(const cfg* c, size_t n, unsigned* log, size_t* k, size_t* size)
+{
+    unsigned const L = c->chunk_log;
+    size_t const C = (size_t)1 << L, kmax = n / C;
+    /* fixed: a chunk is cut while at least C + 8 bytes are left */
+    *log = L; *k = n > 0; *size = C;
+    for (size_t left = n; left >= C + 8; left -= C) ++*k;
+    if (c->fixed || L >= 26 || kmax < 2 || kmax > 255) return;
+    size_t best = kmax;
+    for (size_t m = 16; m >= 2; m /= 2) {
+        size_t const kk = kmax / m * m;
+        if (kk && (n + kk - 1) / kk <= 2 * C - 64) { best = kk; break; }
+    }
+    *k = best; *size = (n + best - 1) / best;
+    if (*size > C) *log = L + 1;
+}
+
+/* The chunks' content sizes from the seek table: each but the last the
+ * nominal size plus up to a value's bytes less one, the last at most that. */
+static void check_chunk_sizes(const uint8_t* f, size_t s, size_t k, size_t size)
+{
+    assert_true(s >= 32 + 12 * k);
+    const uint8_t* const footer = f + s - 32;
+    assert_int_equal(lmc_rd64(footer), k);
+    const uint8_t* const seek = footer - 12 * k;
+    for (size_t i = 0; i < k; i++) {
+        uint32_t const cs = lmc_rd32(seek + 12 * i + 4);
+        if (i + 1 < k) assert_in_range(cs, size, size + 7);
+        else assert_in_range(cs, 1, size + 7);
+    }
 }
 
 static void check_decode_oneshot(const uint8_t* frame, size_t fsize, const uint8_t* src, size_t n,
@@ -95,7 +136,10 @@ static void roundtrip(const cfg* c, const uint8_t* src, size_t n, const uint8_t*
     /* lmc_cctx_set_ref leaves the hash to lmc_compress, which hashes the
      * reference between its chunk jobs: the same hash as in one pass */
     if (ref) assert_int_equal(st.header.ref_hash, lmc_hash64(ref, refn));
-    assert_int_equal(st.header.chunk_log, c->chunk_log);
+    unsigned elog;
+    size_t ek, esize;
+    expect_chunks(c, n, &elog, &ek, &esize);
+    assert_int_equal(st.header.chunk_log, elog);
     assert_int_equal(st.header.content_size, n);
     assert_int_equal(st.chunks, cs.chunks);
     assert_int_equal(st.pieces, cs.pieces);
@@ -107,7 +151,8 @@ static void roundtrip(const cfg* c, const uint8_t* src, size_t n, const uint8_t*
     uint64_t din = 0;
     for (int dt = 0; dt < LMC_DTYPE_COUNT; dt++) { din += st.dtype_in[dt]; assert_int_equal(st.dtype_in[dt], cs.dtype_in[dt]); }
     assert_int_equal(din, n);
-    if (n) assert_int_equal(st.chunks, (n + ((size_t)1 << c->chunk_log) - 1) >> c->chunk_log);
+    assert_int_equal(st.chunks, ek);
+    check_chunk_sizes(f1, s1, ek, esize);
 
     check_decode_oneshot(f1, s1, src, n, ref, refn, 1);
     check_decode_oneshot(f1, s1, src, n, ref, refn, c->full ? 3 : 2);
@@ -200,7 +245,7 @@ static void test_small_sizes(void** state)
                 if (rk == REF_SHORTER && n < 2) continue;   /* an empty reference is no reference */
                 uint8_t *src, *ref; size_t refn;
                 make_case(w, n, rk, 100 + wi * 31 + si * 7 + (size_t)rk, &src, &ref, &refn);
-                cfg const c = { k_widths[wi].fmt, k_widths[wi].dtype, 20, n >= 65535 && rk == REF_EQUAL };
+                cfg const c = { k_widths[wi].fmt, k_widths[wi].dtype, 20, n >= 65535 && rk == REF_EQUAL, 0 };
                 roundtrip(&c, src, n, ref, refn);
                 free(src); free(ref);
             }
@@ -212,17 +257,43 @@ static void test_small_sizes(void** state)
 static void test_multi_chunk(void** state)
 {
     (void)state;
-    size_t const n = (size_t)5 * (1u << 19) + 3;   /* 2.5 MiB + 3: 3 chunks at log 20, 2 at log 21 */
+    /* 2.5 MiB + 3: at log 20 two chunks of 1.25 MiB (header log 21), or 3
+     * fixed ones; at log 21 two fixed ones */
+    size_t const n = (size_t)5 * (1u << 19) + 3;
     for (size_t wi = 0; wi < NWIDTHS; wi++) {
         unsigned const w = lmc_dtype_width((lmc_dtype)k_widths[wi].dtype);
         int const refs[] = { REF_NONE, REF_EQUAL };
         for (int k = 0; k < 2; k++) {
             uint8_t *src, *ref; size_t refn;
             make_case(w, n, refs[k], 7000 + wi * 3 + (size_t)k, &src, &ref, &refn);
-            cfg const c = { k_widths[wi].fmt, k_widths[wi].dtype, (wi + (size_t)k) % 2 ? 21u : 20u, wi == 1 && k == 1 };
+            cfg const c = { k_widths[wi].fmt, k_widths[wi].dtype, (wi + (size_t)k) % 2 ? 21u : 20u, wi == 1 && k == 1,
+                            wi % 3 == 0 };
             roundtrip(&c, src, n, ref, refn);
             free(src); free(ref);
         }
+    }
+}
+
+/* Sizes on the edges of the balanced cuts (lmc.h, LMC_P_CHUNK_LOG): one
+ * 1 MiB chunk and a bit (fixed chunks), exactly two, just under four (two
+ * equal chunks would pass 2 MiB - 64: three), 17 (16 equal ones); roundtrip
+ * checks the header's log, the count and every chunk's size against
+ * expect_chunks, and the same bytes from 1 and 2 threads and from a
+ * pledged stream. */
+static void test_balanced_chunks(void** state)
+{
+    (void)state;
+    size_t const M = (size_t)1 << 20;
+    size_t const sizes[] = { 2 * M - 1, 2 * M, 4 * M - 100, 17 * M + 5 };
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t const n = sizes[i];
+        uint8_t* const a = (uint8_t*)tu_xmalloc(n);
+        tu_fill_sparse(a, n, 300 + i);
+        for (int fixed = 0; fixed < 2; fixed++) {
+            cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_U8, 20, 0, fixed };
+            roundtrip(&c, a, n, NULL, 0);
+        }
+        free(a);
     }
 }
 
@@ -236,7 +307,7 @@ static void test_multi_chunk_ref_lengths(void** state)
         for (int k = 0; k < 2; k++) {
             uint8_t *src, *ref; size_t refn;
             make_case(w, n, kinds[k], 9100 + (uint64_t)(wi * 2 + k), &src, &ref, &refn);
-            cfg const c = { k_widths[wi].fmt, k_widths[wi].dtype, 20, 0 };
+            cfg const c = { k_widths[wi].fmt, k_widths[wi].dtype, 20, 0, 0 };
             roundtrip(&c, src, n, ref, refn);
             free(src); free(ref);
         }
@@ -259,7 +330,7 @@ static void test_data_kinds(void** state)
         default: tu_fill_sparse(a, n, 45); break;
         }
         for (int dt = 0; dt < 3; dt++) {
-            cfg const c = { dt == 0 ? LMC_FORMAT_GENERIC : LMC_FORMAT_RAW, dt == 1 ? LMC_DTYPE_BF16 : LMC_DTYPE_F32, 20, 0 };
+            cfg const c = { dt == 0 ? LMC_FORMAT_GENERIC : LMC_FORMAT_RAW, dt == 1 ? LMC_DTYPE_BF16 : LMC_DTYPE_F32, 20, 0, 0 };
             roundtrip(&c, a, n, NULL, 0);
             unsigned const w = dt == 0 ? 1 : dt == 1 ? 2 : 4;
             tu_perturb(b, a, n, w, 20, 46 + (uint64_t)kind);
@@ -329,7 +400,7 @@ static const char* const k_files[] = { "model_bf16", "model_fp32", "optim" };
 
 static void real_case(const uint8_t* cur, size_t n, const uint8_t* prev, size_t pn, int full)
 {
-    cfg const c = { LMC_FORMAT_AUTO, 0, 20, full };
+    cfg const c = { LMC_FORMAT_AUTO, 0, 20, full, 0 };
     roundtrip(&c, cur, n, prev, pn);
     lmc_frame_stats st;
     lmc_cctx* const cc = make_cctx(&c, 2);
@@ -408,7 +479,7 @@ static void test_safetensors(void** state)
     uint8_t* const file = tu_build_safetensors(t, nt, &n, 77, st_fill);
     size_t const hdr_total = 8 + (size_t)file[0] + ((size_t)file[1] << 8);
 
-    cfg const c = { LMC_FORMAT_AUTO, 0, 20, 1 };
+    cfg const c = { LMC_FORMAT_AUTO, 0, 20, 1, 0 };
     roundtrip(&c, file, n, NULL, 0);
     lmc_cctx* const cc = make_cctx(&c, 1);
     uint8_t* f;
@@ -442,7 +513,7 @@ static void test_safetensors(void** state)
     };
     size_t rn;
     uint8_t* const ref = tu_build_safetensors(rt, sizeof(rt) / sizeof(rt[0]), &rn, 78, st_fill);
-    cfg const c2 = { LMC_FORMAT_AUTO, 0, 21, 1 };
+    cfg const c2 = { LMC_FORMAT_AUTO, 0, 21, 1, 0 };
     roundtrip(&c2, file, n, ref, rn);
     assert_int_equal(lmc_cctx_set_ref(cc, ref, rn), 0);
     s = tu_compress(cc, &f, file, n);
@@ -470,7 +541,7 @@ static void test_safetensors(void** state)
     uint8_t* const bad = (uint8_t*)tu_xmalloc(n);
     memcpy(bad, file, n);
     bad[8 + 2] = '!';
-    cfg const c3 = { LMC_FORMAT_AUTO, 0, 20, 1 };
+    cfg const c3 = { LMC_FORMAT_AUTO, 0, 20, 1, 0 };
     roundtrip(&c3, bad, n, NULL, 0);
     roundtrip(&c3, bad, n, file, n);
     lmc_cctx* const cb = make_cctx(&c3, 1);
@@ -486,7 +557,7 @@ static void test_safetensors(void** state)
     assert_int_equal(st.header.container, LMC_FORMAT_GENERIC);
     free(f);
     lmc_cctx_free(cb);
-    cfg const c4 = { LMC_FORMAT_SAFETENSORS, 0, 20, 0 };
+    cfg const c4 = { LMC_FORMAT_SAFETENSORS, 0, 20, 0, 0 };
     roundtrip(&c4, file, n - 1, NULL, 0);
     free(bad); free(ref); free(file);
 }
@@ -500,7 +571,7 @@ static void test_stream_decode_threads(void** state)
     size_t const n = (size_t)(1u << 21) + 12345;
     uint8_t* const src = (uint8_t*)tu_xmalloc(n);
     tu_fill_gauss(src, n, 2, 5);
-    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0 };
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 0 };
     lmc_cctx* const cc = make_cctx(&c, 1);
     uint8_t* f;
     size_t const s = tu_compress(cc, &f, src, n);
@@ -582,7 +653,7 @@ static void test_work_memory_layouts(void** state)
     uint8_t* const got = (uint8_t*)tu_xmalloc(cap);
     uint8_t* const out = (uint8_t*)tu_xmalloc(n);
     for (unsigned li = 0; li < 4; li++) {
-        cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, logs[li], 0 };
+        cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, logs[li], 0, 0 };
         frames[li] = NULL; sizes[li] = 0;
         lens[li] = li ? n : 200000;
         for (unsigned ti = 0; ti < 3; ti++) {
@@ -643,7 +714,7 @@ static void test_ref_hash_last(void** state)
     make_case(2, n, REF_EQUAL, 77, &src, &ref, &refn);
     uint8_t* const other = (uint8_t*)tu_xmalloc(refn);
     tu_perturb(other, ref, refn, 2, 10, 78);
-    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0 };
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 0 };
     size_t const cap = lmc_compress_bound(n);
     uint8_t* const want = (uint8_t*)tu_xmalloc(cap);
     uint8_t* const got = (uint8_t*)tu_xmalloc(cap);
@@ -762,12 +833,21 @@ static void test_stream_buffer_shapes(void** state)
     size_t const n = (size_t)6 * (1u << 20) + 1234;
     uint8_t *src, *ref; size_t refn;
     make_case(2, n, REF_EQUAL, 4242, &src, &ref, &refn);
-    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0 };
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 0 };
     lmc_cctx* const c1 = make_cctx(&c, 1);
     assert_int_equal(lmc_cctx_set_ref(c1, ref, refn), 0);
     uint8_t* f1;
     size_t const s1 = tu_compress(c1, &f1, src, n);
     assert_false(lmc_is_error(s1));
+    /* an unpledged stream does not know the size: its chunks are the fixed
+     * ones (LMC_P_CHUNK_BALANCE 0), its header has no size */
+    cfg const cfix = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 1 };
+    lmc_cctx* const cf = make_cctx(&cfix, 1);
+    assert_int_equal(lmc_cctx_set_ref(cf, ref, refn), 0);
+    uint8_t* ffix;
+    size_t const sfix = tu_compress(cf, &ffix, src, n);
+    assert_false(lmc_is_error(sfix));
+    lmc_cctx_free(cf);
     /* one thread codes a chunk in place in dst while a job buffer's worth of
      * room is left there, else in its buffer and copies it: the same bytes
      * with a roomy, an exact and a short destination */
@@ -815,9 +895,9 @@ static void test_stream_buffer_shapes(void** state)
                 assert_int_equal(ss, s1);
                 assert_memory_equal(fs, f1, s1);
             } else {
-                /* unpledged: the header differs, the chunks do not */
-                assert_int_equal(ss, s1);
-                assert_memory_equal(fs + LMC_FRAME_HEADER_SIZE, f1 + LMC_FRAME_HEADER_SIZE, s1 - LMC_FRAME_HEADER_SIZE);
+                /* unpledged: the fixed chunks, in a header without the size */
+                assert_int_equal(ss, sfix);
+                assert_memory_equal(fs + LMC_FRAME_HEADER_SIZE, ffix + LMC_FRAME_HEADER_SIZE, sfix - LMC_FRAME_HEADER_SIZE);
             }
             lmc_cctx_free(cc);
 
@@ -839,7 +919,7 @@ static void test_stream_buffer_shapes(void** state)
             lmc_dctx_free(d);
         }
     }
-    free(back); free(fs); free(f1); free(src); free(ref);
+    free(back); free(fs); free(f1); free(ffix); free(src); free(ref);
 }
 
 /* Empty content with NULL buffers of size 0, as a caller may pass them. */
@@ -876,6 +956,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_small_sizes),
         cmocka_unit_test(test_multi_chunk),
+        cmocka_unit_test(test_balanced_chunks),
         cmocka_unit_test(test_multi_chunk_ref_lengths),
         cmocka_unit_test(test_data_kinds),
         cmocka_unit_test(test_context_reuse),
