@@ -1736,7 +1736,8 @@ static int list_file(const char* name)
     printf("  format        version %u, container %s", s.header.version, lmc_format_name(s.header.container));
     if (s.header.container == LMC_FORMAT_RAW) printf(", dtype %s", lmc_dtype_name(s.header.dtype));
     printf("\n");
-    printf("  chunks        %llu of %llu KiB (chunk_log %u)\n", (unsigned long long)s.chunks,
+    printf("  chunks        %llu, %.0f KiB on average, at most %llu KiB (chunk_log %u)\n", (unsigned long long)s.chunks,
+           s.chunks ? (double)s.content_size / 1024.0 / (double)s.chunks : 0.0,
            (unsigned long long)(1ULL << s.header.chunk_log) >> 10, s.header.chunk_log);
     printf("  pieces        %llu: %llu xor (delta), %llu reference-modelled, %llu sign-rotated, %llu byte-grouped\n",
            (unsigned long long)s.pieces, (unsigned long long)s.pieces_xor, (unsigned long long)s.pieces_refmodel,

@@ -80,6 +80,12 @@ for t in 1 2 4; do
     "$LMC" -q -T$t < multi.bin | "$LMC" -q -d -T$t > multi.out
     check "multi-chunk round trip, pipes, -T$t" same multi.bin multi.out
 done
+# 11 MB (10.5 chunks of 1 MiB): a file, whose size is known, in 8 equal
+# chunks (doc/format.md, "Chunk boundaries"); a pipe in 10 of 1 MiB and the rest
+"$LMC" -q -f multi.bin
+check "a file of known size is cut into 8 equal chunks" eval '"$LMC" -l multi.bin.lmc | grep -q "chunks *8, 1343 KiB on average, at most 2048 KiB (chunk_log 21)"'
+cat multi.bin | "$LMC" -q -c > multi.pipe.lmc
+check "a pipe is cut into 1 MiB chunks" eval '"$LMC" -l multi.pipe.lmc | grep -q "chunks *11, .*(chunk_log 20)"'
 
 # ---------------------------------------------------------------- suffixes
 cp rand s1
@@ -679,7 +685,7 @@ if [ -d "$V4" ]; then
     check "format 4 frame decodes from a pipe" eval '"$LMC" -q -d -c < "$V4/generic_full.lmc" > v4out && same v4out v4ref'
     check "format 4 frames test clean" "$LMC" -q -t "$V4/generic_full.lmc"
     check "format 4 frame is listed as version 4 with 2 chunks" \
-        eval '"$LMC" -l "$V4/generic_full.lmc" | grep -q "version 4" && "$LMC" -l "$V4/generic_full.lmc" | grep -q "chunks *2 "'
+        eval '"$LMC" -l "$V4/generic_full.lmc" | grep -q "version 4" && "$LMC" -l "$V4/generic_full.lmc" | grep -q "chunks *2,"'
     check "format 4 delta against the wrong reference fails" eval '! "$LMC" -q -d -f -r v4new "$V4/generic_delta.lmc" -o v4out 2>/dev/null'
     "$LMC" -q -f -T1 v4ref -o v5.lmc
     check "this lmc writes version 5" eval '"$LMC" -l v5.lmc | grep -q "version 5"'
