@@ -155,7 +155,7 @@ typedef enum {
     LMC_P_THREADS      = 3, /* worker threads, >= 1; default 1. Output is identical for every value. */
     LMC_P_CHUNK_LOG    = 4, /* log2 of the nominal chunk size, 20..26; default 20 (1 MiB). Where the
                                content size is known (lmc_compress, or LMC_P_CONTENT_SIZE) and holds 2 to
-                               255 such chunks, it is cut into equal chunks of up to twice that size, as
+                               63 such chunks, it is cut into equal chunks of up to twice that size, as
                                many as a multiple of 16, 8, 4 or 2 allows, and the header says
                                chunk_log + 1 (LMC_P_CHUNK_BALANCE) */
     LMC_P_LAYOUT       = 5, /* 0 auto (default; float deltas may use REFCTX), 1 force byte-grouped, 2 force sign-rotated */

@@ -39,7 +39,7 @@ static lmc_cctx* make_cctx(const cfg* c, unsigned threads)
 
 /* How lmc_compress cuts n bytes (lmc.h, LMC_P_CHUNK_LOG; widths that
  * divide 2^L): the header's chunk_log, the chunk count and the nominal
- * chunk size. With 2 to 255
+ * chunk size. With 2 to 63
  * chunks of 2^L: the largest count that is a multiple of 16, 8, 4 or 2
  * (else kmax) at most kmax = n / 2^L whose equal chunks are at most
  * 2^(L+1) - 64 bytes. */
@@ -50,7 +50,7 @@ static void expect_chunks(const cfg* c, size_t n, unsigned* log, size_t* k, size
     /* fixed: a chunk is cut while at least C + 8 bytes are left */
     *log = L; *k = n > 0; *size = C;
     for (size_t left = n; left >= C + 8; left -= C) ++*k;
-    if (c->fixed || L >= 26 || kmax < 2 || kmax > 255) return;
+    if (c->fixed || L >= 26 || kmax < 2 || kmax > 63) return;
     size_t best = kmax;
     for (size_t m = 16; m >= 2; m /= 2) {
         size_t const kk = kmax / m * m;
@@ -295,6 +295,35 @@ static void test_balanced_chunks(void** state)
         }
         free(a);
     }
+}
+
+/* One context through frames whose chunks are larger, a little smaller
+ * (its buffers kept), much smaller and larger again (made again): each
+ * frame is the one a fresh context writes. */
+static void test_context_chunk_sizes(void** state)
+{
+    (void)state;
+    size_t const M = (size_t)1 << 20;
+    size_t const sizes[] = { 5 * M + 100, 4 * M + M / 2, 100000, 3 * M - 10, 5 * M + 100 };
+    size_t const nmax = 5 * M + 100;
+    uint8_t* const a = (uint8_t*)tu_xmalloc(nmax);
+    tu_fill_gauss(a, nmax, 2, 4711);
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 0 };
+    lmc_cctx* const kept = make_cctx(&c, 2);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        uint8_t *f1, *f2;
+        size_t const s1 = tu_compress(kept, &f1, a, sizes[i]);
+        lmc_cctx* const fresh = make_cctx(&c, 2);
+        size_t const s2 = tu_compress(fresh, &f2, a, sizes[i]);
+        lmc_cctx_free(fresh);
+        assert_false(lmc_is_error(s1));
+        assert_int_equal(s1, s2);
+        assert_memory_equal(f1, f2, s1);
+        check_decode_oneshot(f1, s1, a, sizes[i], NULL, 0, 2);
+        free(f1); free(f2);
+    }
+    lmc_cctx_free(kept);
+    free(a);
 }
 
 static void test_multi_chunk_ref_lengths(void** state)
@@ -957,6 +986,7 @@ int main(void)
         cmocka_unit_test(test_small_sizes),
         cmocka_unit_test(test_multi_chunk),
         cmocka_unit_test(test_balanced_chunks),
+        cmocka_unit_test(test_context_chunk_sizes),
         cmocka_unit_test(test_multi_chunk_ref_lengths),
         cmocka_unit_test(test_data_kinds),
         cmocka_unit_test(test_context_reuse),

@@ -56,11 +56,12 @@ struct lmc_cctx_s {
     size_t     work_size;
     unsigned   nwss;
     enc_job*   jobs;
-    unsigned   njobs, res_chunk_log;
+    unsigned   njobs;
+    size_t     res_chunk_max;  /* the chunk content the buffers are sized for */
     /* frame state */
     int        stage;
     unsigned   frame_log;     /* the header's chunk_log (plan_frame) */
-    uint64_t   chunk_target;  /* nominal chunk size */
+    uint64_t   chunk_target;  /* nominal chunk size; a chunk holds at most 8 bytes more */
     lmc_segs   segs;
     size_t     seg_hint;
     uint8_t*   inbuf;
@@ -100,7 +101,9 @@ lmc_cctx* lmc_cctx_create(void)
     return c;
 }
 
-static void free_jobs(lmc_cctx* c)
+/* The workspaces and output slots (alloc_buffers); the pool and the job
+ * slots stay. */
+static void free_buffers(lmc_cctx* c)
 {
     for (unsigned i = 0; i < c->nwss; i++) {
         if (c->wss[i]) {
@@ -110,9 +113,16 @@ static void free_jobs(lmc_cctx* c)
     }
     free(c->wss);
     c->wss = NULL; c->nwss = 0;
-    for (unsigned i = 0; i < c->njobs; i++) free(c->jobs[i].pieces);
     lmc_workmem_free(c->work, c->work_size);
     c->work = NULL; c->work_size = 0;
+    c->res_chunk_max = 0;
+    for (unsigned i = 0; i < c->njobs; i++) { c->jobs[i].out = NULL; c->jobs[i].out_cap = 0; }
+}
+
+static void free_jobs(lmc_cctx* c)
+{
+    free_buffers(c);
+    for (unsigned i = 0; i < c->njobs; i++) free(c->jobs[i].pieces);
     free(c->jobs);
     c->jobs = NULL; c->njobs = 0;
     lmc_pool_free(c->pool);
@@ -193,7 +203,7 @@ size_t lmc_cctx_last_stats(const lmc_cctx* c, lmc_frame_stats* st)
 }
 
 /* The largest chunk of the frame under way. */
-static size_t chunk_max(const lmc_cctx* c) { return (size_t)lmc_chunk_max_content(c->frame_log); }
+static size_t chunk_max(const lmc_cctx* c) { return (size_t)c->chunk_target + 8; }
 
 /* How a frame of n bytes of content (known: n is its size; else unknown)
  * is cut: the header's chunk_log and the nominal chunk size. Chunks of a
@@ -202,12 +212,14 @@ static size_t chunk_max(const lmc_cctx* c) { return (size_t)lmc_chunk_max_conten
  * waiting for 0.3 MiB of the other's 3.3 MiB, whereas the same file in 4
  * or 6 equal chunks (1.1 to 2 MiB) gives each thread the same share (2
  * threads coded a bf16 delta 1.86x as fast as one in 7 chunks, 1.98x in
- * 6). So, with the size known and from 2 to 255 chunks of 2^chunk_log,
+ * 6). So, with the size known and from 2 to 63 chunks of 2^chunk_log,
  * the content is cut into k chunks of equal size (up to a value's bytes),
  * each at least 2^chunk_log and at most 2^(chunk_log+1) - 64, with k a
  * multiple of 16, 8, 4 or 2 (the largest possible), which divides the work
- * evenly among 2, 4, 8 or 16 threads. Above that a thread's last chunk is
- * under 1 % of its share. The count depends on the size alone, so the
+ * evenly among 2, 4, 8 or 16 threads. From 64 chunks on they stay 2^chunk_log:
+ * the larger chunks' buffers cost -T16 compression of a 154 MB file 4-6 MiB
+ * more peak memory (97-98 against 92-94 MiB), and with 32 or more chunks a
+ * thread of 2 has at most 1/32 more work than the other. The count depends on the size alone, so the
  * output stays the same for every thread count. */
 static void plan_frame(const lmc_cctx* c, int known, uint64_t n, unsigned* log, uint64_t* target)
 {
@@ -215,7 +227,7 @@ static void plan_frame(const lmc_cctx* c, int known, uint64_t n, unsigned* log, 
     uint64_t const C = (uint64_t)1 << L;
     uint64_t const kmax = n / C;
     *log = L; *target = C;
-    if (!known || !c->balance || L >= LMC_CHUNK_LOG_MAX || kmax < 2 || kmax > 255) return;
+    if (!known || !c->balance || L >= LMC_CHUNK_LOG_MAX || kmax < 2 || kmax > 63) return;
     uint64_t const smax = 2 * C - 64, klo = (n + smax - 1) / smax;
     uint64_t k = kmax;
     for (uint64_t m = 16; m >= 2; m /= 2)
@@ -225,15 +237,36 @@ static void plan_frame(const lmc_cctx* c, int known, uint64_t n, unsigned* log, 
 }
 
 static size_t alloc_jobs(lmc_cctx* c, unsigned nj);
+static size_t alloc_buffers(lmc_cctx* c, size_t cm);
 
+/* The pool and job slots for the thread count, and buffers for the frame's
+ * chunks (chunk_max). Buffers are sized for the chunks at hand, not for
+ * 2^frame_log: equal chunks of a 154 MB file were 1.02 MiB under a header
+ * that said 2 MiB (when files of up to 255 chunks were balanced), and
+ * buffers for 2 MiB took its -T2 compression to 48 MiB of peak memory
+ * against 40 (-T8: 67 against 59).
+ * Larger buffers than needed serve a frame when at most an eighth larger
+ * (frames of similar sizes, e.g. the shards of a checkpoint, keep theirs);
+ * else they are made again, the pool and the slots staying. */
 static size_t ensure_jobs(lmc_cctx* c)
 {
     unsigned const nj = lmc_pool_batch(c->threads);
-    /* buffers for larger chunks serve too: a frame of balanced chunks
-     * (plan_frame) need not free them for the next, fixed-size one */
-    if (c->njobs == nj && c->res_chunk_log >= c->frame_log && c->res_chunk_log <= c->chunk_log + 1) return 0;
-    free_jobs(c);
-    size_t const r = alloc_jobs(c, nj);
+    size_t const cm = chunk_max(c);
+    size_t r = 0;
+    if (c->njobs != nj) {
+        free_jobs(c);
+        r = alloc_jobs(c, nj);
+    } else if (c->work && c->res_chunk_max >= cm && c->res_chunk_max - cm <= cm / 8) {
+        /* the capacity a chunk is coded with follows the frame's chunks,
+         * not the buffers: it decides when a chunk falls back to stored
+         * (lmc_chunk_encode), so the bytes do not depend on earlier frames */
+        for (unsigned i = 0; i < c->njobs; i++) c->jobs[i].out_cap = lmc_chunk_work_size(cm) + LMC_BLOCK_SLACK;
+        return 0;
+    }
+    if (!LMC_IS_ERR(r)) {
+        free_buffers(c);
+        r = alloc_buffers(c, cm);
+    }
     if (LMC_IS_ERR(r)) free_jobs(c);   /* nothing half-made is kept for the next frame */
     return r;
 }
@@ -249,8 +282,12 @@ static size_t alloc_jobs(lmc_cctx* c, unsigned nj)
     c->jobs = (enc_job*)calloc(nj, sizeof(enc_job));
     LMC_RETURN_IF(!c->jobs, MEMORY);
     c->njobs = nj;
-    c->res_chunk_log = c->frame_log;
-    size_t const cm = chunk_max(c);
+    return 0;
+}
+
+static size_t alloc_buffers(lmc_cctx* c, size_t cm)
+{
+    c->res_chunk_max = cm;
     unsigned const nt = lmc_pool_threads(c->pool);
     c->wss = (lmc_chunk_ws**)calloc(nt, sizeof(*c->wss));
     LMC_RETURN_IF(!c->wss, MEMORY);
@@ -260,7 +297,7 @@ static size_t alloc_jobs(lmc_cctx* c, unsigned nj)
     size_t const ws_size = page_round(sizeof(lmc_chunk_ws) + LMC_WORKMEM_GAP);
     size_t const streams_size = page_round(cm + LMC_WORKMEM_GAP);
     size_t const out_cap = lmc_chunk_work_size(cm) + LMC_BLOCK_SLACK, out_size = page_round(out_cap + LMC_WORKMEM_GAP);
-    size_t const total = nt * (ws_size + streams_size) + (size_t)nj * out_size;
+    size_t const total = nt * (ws_size + streams_size) + (size_t)c->njobs * out_size;
     c->work = (uint8_t*)lmc_workmem_alloc(total);
     LMC_RETURN_IF(!c->work, MEMORY);
     c->work_size = total;
@@ -894,7 +931,7 @@ size_t lmc_cstream_in_size(const lmc_cctx* c)
     unsigned log;
     uint64_t target;
     plan_frame(c, c->pledged >= 0, c->pledged >= 0 ? (uint64_t)c->pledged : 0, &log, &target);
-    return (size_t)lmc_pool_batch(c->threads) * (size_t)lmc_chunk_max_content(log);
+    return (size_t)lmc_pool_batch(c->threads) * (size_t)(target + 8);
 }
 
 size_t lmc_compress_stream(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
