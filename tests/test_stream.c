@@ -37,6 +37,18 @@ static lmc_cctx* make_cctx(const cfg* c, unsigned threads)
     return cc;
 }
 
+/* One frame from a fresh context of c with `threads`; returns its size. */
+static size_t fresh_frame(const cfg* c, unsigned threads, const uint8_t* src, size_t n, const uint8_t* ref, size_t refn,
+                          uint8_t** frame)
+{
+    lmc_cctx* const cc = make_cctx(c, threads);
+    if (ref) assert_int_equal(lmc_cctx_set_ref(cc, ref, refn), 0);
+    size_t const s = tu_compress(cc, frame, src, n);
+    assert_false(lmc_is_error(s));
+    lmc_cctx_free(cc);
+    return s;
+}
+
 /* How lmc_compress cuts n bytes (lmc.h, LMC_P_CHUNK_LOG; widths that
  * divide 2^L): the header's chunk_log, the chunk count and the nominal
  * chunk size. With 2 to 63
@@ -313,9 +325,7 @@ static void test_context_chunk_sizes(void** state)
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         uint8_t *f1, *f2;
         size_t const s1 = tu_compress(kept, &f1, a, sizes[i]);
-        lmc_cctx* const fresh = make_cctx(&c, 2);
-        size_t const s2 = tu_compress(fresh, &f2, a, sizes[i]);
-        lmc_cctx_free(fresh);
+        size_t const s2 = fresh_frame(&c, 2, a, sizes[i], NULL, 0, &f2);
         assert_false(lmc_is_error(s1));
         assert_int_equal(s1, s2);
         assert_memory_equal(f1, f2, s1);
@@ -871,12 +881,8 @@ static void test_stream_buffer_shapes(void** state)
     /* an unpledged stream does not know the size: its chunks are the fixed
      * ones (LMC_P_CHUNK_BALANCE 0), its header has no size */
     cfg const cfix = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 1 };
-    lmc_cctx* const cf = make_cctx(&cfix, 1);
-    assert_int_equal(lmc_cctx_set_ref(cf, ref, refn), 0);
     uint8_t* ffix;
-    size_t const sfix = tu_compress(cf, &ffix, src, n);
-    assert_false(lmc_is_error(sfix));
-    lmc_cctx_free(cf);
+    size_t const sfix = fresh_frame(&cfix, 1, src, n, ref, refn, &ffix);
     /* one thread codes a chunk in place in dst while a job buffer's worth of
      * room is left there, else in its buffer and copies it: the same bytes
      * with a roomy, an exact and a short destination */
