@@ -216,11 +216,12 @@ static size_t chunk_max(const lmc_cctx* c) { return (size_t)c->chunk_target + 8;
  * the content is cut into k chunks of equal size (up to a value's bytes),
  * each at least 2^chunk_log and at most 2^(chunk_log+1) - 64, with k a
  * multiple of 16, 8, 4 or 2 (the largest possible), which divides the work
- * evenly among 2, 4, 8 or 16 threads. From 64 chunks on they stay 2^chunk_log:
- * the larger chunks' buffers cost -T16 compression of a 154 MB file 4-6 MiB
- * more peak memory (97-98 against 92-94 MiB), and with 32 or more chunks a
- * thread of 2 has at most 1/32 more work than the other. The count depends on the size alone, so the
- * output stays the same for every thread count. */
+ * evenly among 2, 4, 8 or 16 threads. From 64 chunks on they stay
+ * 2^chunk_log: the larger chunks cost -T16 compression of a 154 MB file 4-6
+ * MiB more peak memory (97-98 against 92-94 MiB), and each of two threads
+ * then codes 32 chunks or more, at most one more than the other. The count
+ * depends on the size alone, so the output stays the same for every thread
+ * count. */
 static void plan_frame(const lmc_cctx* c, int known, uint64_t n, unsigned* log, uint64_t* target)
 {
     unsigned const L = c->chunk_log;
