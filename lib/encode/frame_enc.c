@@ -205,6 +205,9 @@ size_t lmc_cctx_last_stats(const lmc_cctx* c, lmc_frame_stats* st)
 /* The largest chunk of the frame under way. */
 static size_t chunk_max(const lmc_cctx* c) { return (size_t)c->chunk_target + 8; }
 
+/* The room a job codes a chunk in, for chunks of up to cm bytes. */
+static size_t job_out_cap(size_t cm) { return lmc_chunk_work_size(cm) + LMC_BLOCK_SLACK; }
+
 /* How a frame of n bytes of content (known: n is its size; else unknown)
  * is cut: the header's chunk_log and the nominal chunk size. Chunks of a
  * fixed 2^chunk_log leave a short last chunk, and a thread with one chunk
@@ -261,7 +264,7 @@ static size_t ensure_jobs(lmc_cctx* c)
         /* the capacity a chunk is coded with follows the frame's chunks,
          * not the buffers: it decides when a chunk falls back to stored
          * (lmc_chunk_encode), so the bytes do not depend on earlier frames */
-        for (unsigned i = 0; i < c->njobs; i++) c->jobs[i].out_cap = lmc_chunk_work_size(cm) + LMC_BLOCK_SLACK;
+        for (unsigned i = 0; i < c->njobs; i++) c->jobs[i].out_cap = job_out_cap(cm);
         return 0;
     }
     if (!LMC_IS_ERR(r)) {
@@ -297,7 +300,7 @@ static size_t alloc_buffers(lmc_cctx* c, size_t cm)
      * slot, in one block (workmem.h), each part on its own pages */
     size_t const ws_size = page_round(sizeof(lmc_chunk_ws) + LMC_WORKMEM_GAP);
     size_t const streams_size = page_round(cm + LMC_WORKMEM_GAP);
-    size_t const out_cap = lmc_chunk_work_size(cm) + LMC_BLOCK_SLACK, out_size = page_round(out_cap + LMC_WORKMEM_GAP);
+    size_t const out_cap = job_out_cap(cm), out_size = page_round(out_cap + LMC_WORKMEM_GAP);
     size_t const total = nt * (ws_size + streams_size) + (size_t)c->njobs * out_size;
     c->work = (uint8_t*)lmc_workmem_alloc(total);
     LMC_RETURN_IF(!c->work, MEMORY);
