@@ -384,6 +384,9 @@ def main(argv=None):
                          "/usr/share/doc, python stdlib)")
     ap.add_argument("--optim-step", action="store_true",
                     help="also store a scalar I64 'step' tensor in optim.safetensors")
+    ap.add_argument("--device", default="cpu",
+                    help="torch device to train on, e.g. cuda; checkpoints are "
+                         "always written from host copies")
     ap.add_argument("--log-every", type=int, default=0,
                     help="also print the training loss every K steps (0 = only at saves)")
     args = ap.parse_args(argv)
@@ -394,10 +397,15 @@ def main(argv=None):
         ap.error("bad --every/--steps/--save-from")
 
     torch.set_num_threads(max(1, args.threads))
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        # cuBLAS is deterministic only with a fixed workspace; set before first use
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     try:
-        torch.use_deterministic_algorithms(True)
+        # some GPU kernels have no deterministic version: warn there, don't stop
+        torch.use_deterministic_algorithms(True, warn_only=device.type != "cpu")
     except Exception:
         pass
 
@@ -414,7 +422,7 @@ def main(argv=None):
           (len(corpus), ", ".join("%s:%d files" % (s["root"], s["files"]) for s in csum),
            chash[:16], time.time() - t0), flush=True)
 
-    model = TinyGPT(args.d_model, args.layers, args.heads, args.seq_len)
+    model = TinyGPT(args.d_model, args.layers, args.heads, args.seq_len).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -429,6 +437,7 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed + 1)
     val_gen = torch.Generator().manual_seed(args.seed + 2)
     vx, vy = get_batch(val, min(32, max(4, args.batch)), args.seq_len, val_gen)
+    vx, vy = vx.to(device), vy.to(device)
 
     os.makedirs(args.out, exist_ok=True)
     run = {
@@ -479,6 +488,7 @@ def main(argv=None):
         for g in opt.param_groups:
             g["lr"] = lr
         x, y = get_batch(train, args.batch, args.seq_len, gen)
+        x, y = x.to(device), y.to(device)
         logits = model(x)
         loss = F.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
         opt.zero_grad(set_to_none=True)
