@@ -11,6 +11,9 @@
 # libzstd.so.1 it was linked with (Debian's static libzstd has no threads).
 #
 # Usage: OUT=dir bash bench/device16.sh     (log in $OUT/log.txt)
+# A/B: OTHER=path/to/another/lmc runs it beside BIN/lmc, alternated, twice
+# per file, at THREADS (default 1,2,4,8,16); PEERS=0 skips the zstd and
+# keyframe rows.
 set -u
 BIN=${BIN:-.dev}
 export LD_LIBRARY_PATH=$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -20,6 +23,10 @@ DEVICE=${DEVICE:-cuda}
 D_MODEL=${D_MODEL:-1024}
 LAYERS=${LAYERS:-12}
 PY=${PY:-python3}
+THREADS=${THREADS:-1,2,4,8,16}
+OTHER=${OTHER:-}
+PEERS=${PEERS:-1}
+TRAIN_THREADS=${TRAIN_THREADS:-4}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
 
@@ -34,7 +41,7 @@ rm -rf $T
 start=$(date +%s)
 "$PY" tools/train_tiny_gpt.py --out $T --device "$DEVICE" --d-model "$D_MODEL" --layers "$LAYERS" \
     --heads 16 --seq-len 256 --batch 16 --steps "$STEPS" --save-from $((STEPS - 200)) \
-    --every 100 --threads 4 --log-every 100 ||
+    --every 100 --threads "$TRAIN_THREADS" --log-every 100 ||
   { echo "training failed"; exit 1; }
 echo "training took $(( $(date +%s) - start )) s"
 NEW=$T/step-$(printf %06d "$STEPS"); REF=$T/step-$(printf %06d $((STEPS - 100)))
@@ -44,7 +51,14 @@ for f in model_bf16 model_fp32 optim; do
     N=$NEW/$f.safetensors; R=$REF/$f.safetensors
     w=4; [ $f = model_bf16 ] && w=2
     echo "== $f delta ($(date +%T))"
-    "$BIN/lmc" -b -T1,2,4,8,16 -i 5 -r "$R" "$N"
+    if [ -n "$OTHER" ]; then
+        for rep in 1 2; do
+            for b in "$OTHER" "$BIN/lmc"; do echo "-- $b"; "$b" -b -T"$THREADS" -i 5 -r "$R" "$N"; done
+        done
+    else
+        "$BIN/lmc" -b -T"$THREADS" -i 5 -r "$R" "$N"
+    fi
+    [ "$PEERS" = 1 ] || continue
     "$PY" tools/xor.py "$N" "$R" /tmp/x.bin
     echo "byte-grouped+zstd-1 1T:  $("$BIN/bgzstd" /tmp/x.bin $w 1 1 5)"
     echo "byte-grouped+zstd-1 16T: $("$BIN/bgzstd" /tmp/x.bin $w 16 1 5)"

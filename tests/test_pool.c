@@ -77,8 +77,9 @@ static void test_polling_and_sleeping_workers(void** state)
     lmc_pool_free(pool);
 }
 
-/* The ordered pipeline: every job once, commits in order on the caller,
- * a slot reused only after its commit, and errors from commit and prepare. */
+/* The ordered pipeline: every job once, prepares and commits in order and
+ * one at a time (on any thread), a slot reused only after its commit, and
+ * errors from commit and prepare. */
 typedef struct {
     size_t n, window;
     size_t fail_commit, fail_prepare;   /* index that fails, or SIZE_MAX */
@@ -86,12 +87,20 @@ typedef struct {
     long   owner[64];                   /* job prepared into each slot, -1 when free */
     int    ran[512];
     int    running;
+    int    sequencing;                  /* inside a prepare or commit */
     int    bad;                         /* a broken promise seen */
 } pipe_probe;
 
-static int pp_prepare(void* arg, size_t i, unsigned slot)
+/* a prepare or commit that starts while another runs breaks the promise */
+static void seq_enter(pipe_probe* p)
 {
-    pipe_probe* const p = (pipe_probe*)arg;
+    if (__atomic_exchange_n(&p->sequencing, 1, __ATOMIC_SEQ_CST)) __atomic_store_n(&p->bad, 1, __ATOMIC_SEQ_CST);
+}
+
+static void seq_leave(pipe_probe* p) { __atomic_store_n(&p->sequencing, 0, __ATOMIC_SEQ_CST); }
+
+static int pp_prepare_in(pipe_probe* p, size_t i, unsigned slot)
+{
     if (i != p->prepared) p->bad = 1;
     if (i == p->n) return 1;
     if (i == p->fail_prepare) return -7;
@@ -99,6 +108,15 @@ static int pp_prepare(void* arg, size_t i, unsigned slot)
     p->owner[slot] = (long)i;
     p->prepared++;
     return 0;
+}
+
+static int pp_prepare(void* arg, size_t i, unsigned slot)
+{
+    pipe_probe* const p = (pipe_probe*)arg;
+    seq_enter(p);
+    int const r = pp_prepare_in(p, i, slot);
+    seq_leave(p);
+    return r;
 }
 
 static void pp_job(void* arg, size_t i, unsigned slot)
@@ -113,9 +131,15 @@ static void pp_job(void* arg, size_t i, unsigned slot)
 static int pp_commit(void* arg, size_t i, unsigned slot)
 {
     pipe_probe* const p = (pipe_probe*)arg;
+    seq_enter(p);
+    if (i % 5 == 0) {   /* a slow commit: room for another thread to start a step beside it */
+        struct timespec const t = { 0, 20000 };
+        nanosleep(&t, NULL);
+    }
     if (i != p->committed || p->owner[slot] != (long)i || __atomic_load_n(&p->ran[i], __ATOMIC_SEQ_CST) != 1) p->bad = 1;
     p->owner[slot] = -1;
     p->committed++;
+    seq_leave(p);
     return i == p->fail_commit ? -5 : 0;
 }
 

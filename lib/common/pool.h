@@ -31,15 +31,18 @@ unsigned lmc_pool_self(const lmc_pool* pool);
 void      lmc_pool_run(lmc_pool* pool, lmc_job_fn fn, void* arg, size_t count);
 
 /* Ordered pipeline, without a barrier between batches. prepare(arg, i,
- * slot) runs on the caller thread for i = 0, 1, ... in order and returns 0
- * when job i is ready, > 0 when there is no job i (the end), < 0 to stop (an
- * error). job(arg, i, slot) then runs on any thread. commit(arg, i, slot)
- * runs on the caller thread in order, after job i; non-zero stops. Slot =
- * i % window (0 without workers): job i + window is prepared only after
- * commit(i), so `window` sets of buffers suffice. The caller thread also takes jobs when it has
- * nothing to prepare or commit. Returns 0, or the first non-zero commit
- * result, or else the prepare error (commits of the jobs before it come
- * first). No workers: prepare, job, commit one after another. */
+ * slot) runs for i = 0, 1, ... in order and returns 0 when job i is ready,
+ * > 0 when there is no job i (the end), < 0 to stop (an error). job(arg, i,
+ * slot) then runs on any thread. commit(arg, i, slot) runs in order, after
+ * job i; non-zero stops. Prepares and commits run one at a time, each
+ * after the one before it has returned, but on any of the pool's threads
+ * (the caller's included), while the caller is inside this call: they must
+ * not depend on which thread runs them. Slot = i % window (0 without
+ * workers): job i + window is prepared only after commit(i), so `window`
+ * sets of buffers suffice. Every thread also takes jobs when it has nothing
+ * to prepare or commit. Returns 0, or the first non-zero commit result, or
+ * else the prepare error (commits of the jobs before it come first). No
+ * workers: prepare, job, commit one after another. */
 #define LMC_POOL_MAX_WINDOW 1024
 typedef void (*lmc_slot_fn)(void* arg, size_t index, unsigned slot);
 typedef int (*lmc_prep_fn)(void* arg, size_t index, unsigned slot);

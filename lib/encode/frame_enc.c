@@ -416,12 +416,11 @@ static void run_job_hashing(lmc_cctx* c, unsigned slot)
 }
 
 /* Where the next chunk's output goes, once the chunk before it is
- * committed: the committing thread (the caller) publishes it, and a worker
- * that finishes that chunk's job afterwards copies its output there itself.
- * With several threads the caller otherwise copies every chunk's output in
- * its commits, in order: 4-24 us a chunk of the 2.35 ms that two threads
- * took on a 6.6 MB bf16 delta, a serial share that grows with the thread
- * count. */
+ * committed: the committing thread publishes it, and a thread that finishes
+ * that chunk's job afterwards copies its output there itself. Otherwise the
+ * commits, which run one at a time, copy every chunk's output in order:
+ * 4-24 us a chunk of the 2.35 ms that two threads took on a 6.6 MB bf16
+ * delta, a serial share that grows with the thread count. */
 typedef struct {
     size_t   next_i;      /* atomic: the chunk whose place is known */
     uint8_t* next_at;     /* its place: written before next_i (release) */
@@ -436,9 +435,9 @@ static void place_publish(placement* pl, size_t i, uint8_t* at, size_t room)
 }
 
 /* Chunk i's job is done: its output to its place if that is known (chunk
- * i - 1 committed) and has room. The caller commits chunk i only after
- * this returns, and publishes i + 1 only after that commit, so the place
- * read here is chunk i's. */
+ * i - 1 committed) and has room. Chunk i is committed only after this
+ * returns, and i + 1 published only in that commit, so the place read here
+ * is chunk i's. */
 static void place_output(placement* pl, enc_job* j, size_t i)
 {
     j->placed = 0;
