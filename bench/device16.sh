@@ -13,7 +13,8 @@
 # Usage: OUT=dir bash bench/device16.sh     (log in $OUT/log.txt)
 # A/B: OTHER=path/to/another/lmc runs it beside BIN/lmc, alternated, twice
 # per file, at THREADS (default 1,2,4,8,16); PEERS=0 skips the zstd and
-# keyframe rows.
+# keyframe rows. CLI=1 also times the lmc command file to file (-T1 and
+# -T16, with the reference, both ways) with its peak RSS.
 set -u
 BIN=${BIN:-.dev}
 export LD_LIBRARY_PATH=$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -27,6 +28,7 @@ THREADS=${THREADS:-1,2,4,8,16}
 OTHER=${OTHER:-}
 PEERS=${PEERS:-1}
 TRAIN_THREADS=${TRAIN_THREADS:-4}
+CLI=${CLI:-0}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
 
@@ -57,6 +59,19 @@ for f in model_bf16 model_fp32 optim; do
         done
     else
         "$BIN/lmc" -b -T"$THREADS" -i 5 -r "$R" "$N"
+    fi
+    if [ "$CLI" = 1 ]; then
+        for t in 1 16 1 16; do
+            for dir in c d; do
+                if [ $dir = c ]; then set -- "$BIN/lmc" -q -f -T$t -r "$R" "$N" -o /tmp/cli.lmc
+                else set -- "$BIN/lmc" -q -f -d -T$t -r "$R" /tmp/cli.lmc -o /tmp/cli.out; fi
+                echo "cli $f -T$t $dir: $("$PY" -c 'import resource, subprocess, sys, time
+t = time.time(); rc = subprocess.run(sys.argv[2:]).returncode; t = time.time() - t
+print("%.3f s, %.0f MB/s, peak RSS %.1f MiB, rc %d" % (t, int(sys.argv[1]) / t / 1e6,
+      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, rc))' "$(stat -c %s "$N")" "$@")"
+            done
+            cmp -s "$N" /tmp/cli.out || echo "cli $f -T$t: ROUND TRIP FAILED"
+        done
     fi
     [ "$PEERS" = 1 ] || continue
     "$PY" tools/xor.py "$N" "$R" /tmp/x.bin
