@@ -9,6 +9,12 @@
 # delta. Binaries come prebuilt in BIN (default .dev), since the lent machine
 # has no jansson or zstd headers: lmc linked statically, bgzstd beside the
 # libzstd.so.1 it was linked with (Debian's static libzstd has no threads).
+# Built here, after `make` (.dev ignored through .git/info/exclude, named in
+# the device tool's carry):
+#   mkdir -p .dev && gcc -O2 -static -Iinclude programs/*.c liblmc.a \
+#       -ljansson -lpthread -lm -o .dev/lmc
+#   gcc -O2 bench/bgzstd.c -lzstd -o .dev/bgzstd
+#   cp -L /usr/lib/x86_64-linux-gnu/libzstd.so.1 .dev/
 #
 # Usage: OUT=dir bash bench/device16.sh     (log in $OUT/log.txt)
 # A/B: OTHER=path/to/another/lmc runs it beside BIN/lmc, alternated, twice
