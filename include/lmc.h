@@ -202,8 +202,9 @@ typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
  * block while worker threads code chunks: the whole chunks in the input run
  * as one pipeline, coded in place from the caller's buffer and written
  * straight into its output while it has room. A call codes at most about
- * 16 MiB of input (8 MiB above 4 threads, more with chunks over 4 MiB) and
- * may return before the
+ * 16 MiB of input (above 4 threads a chunk per thread up to 10 threads,
+ * then 8 + threads / 4 chunks, 8 to 16 MiB; more with chunks over 4 MiB)
+ * and may return before the
  * output is full or the input consumed: call again with the rest.
  * Call with end=0 while more input will follow, then with end=1 until it
  * returns 0. Returns 0 when the frame is complete and fully flushed; a
@@ -217,7 +218,7 @@ LMC_API size_t lmc_compress_stream(lmc_cctx* cctx, lmc_outbuf* out, lmc_inbuf* i
 
 /* Input size (bytes) worth feeding per call when the input must be read
  * into a buffer: threads + 2 chunks (one chunk with one thread), one for
- * each job slot. Chunks that lie whole in the caller's buffer are coded in
+ * each job slot, but no more than one call codes (above). Chunks that lie whole in the caller's buffer are coded in
  * place; only one that straddles two calls' buffers is copied. */
 LMC_API size_t lmc_cstream_in_size(const lmc_cctx* cctx);
 
@@ -267,7 +268,11 @@ LMC_API size_t lmc_decompress(lmc_dctx* dctx, void* dst, size_t dstCapacity,
  * truncated. Calls block while worker threads decode chunks: those that lie
  * whole in the input and fit the output's room decode in place, straight
  * into the output, as one pipeline (the call may then return before the
- * output is full: call again); others are gathered and decoded in batches. The
+ * output is full: call again); others are gathered and decoded in batches,
+ * a batch as soon as the rest of the input holds the next chunk whole (so
+ * input fed in windows of many chunks has only the chunk across each
+ * window's end copied; windows smaller than a chunk gather a job slot's
+ * worth per thread, one chunk's payload and content each). The
  * whole-content hash is only known at the end: a caller that must not keep
  * unverified output writes it to a temporary place until 0 is returned. */
 LMC_API size_t lmc_decompress_stream(lmc_dctx* dctx, lmc_outbuf* out, lmc_inbuf* in);

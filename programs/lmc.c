@@ -741,17 +741,28 @@ static size_t g_in_size = IN_BUF_SIZE, g_out_size = OUT_BUF_SIZE;
  * 6.6 MB bf16 delta to a file took 17.7 ms with -T1 and 16.7 ms with -T2,
  * and takes 14.0 and 14.1 ms with these runs (medians of 15 alternated
  * runs); a 200 MB delta is no slower (medians of 4: -T1 322 -> 309 ms,
- * -T2 240 -> 236 ms). */
+ * -T2 240 -> 236 ms). Above 4 threads a chunk and a half per thread: its
+ * output is held twice and its reference pages once, and two chunks per
+ * thread held 76.5 MiB of the 80 MiB bound at -T8 (213 MB optimizer
+ * delta, -r; 60 with these runs). */
 #define OUT_BUF_RUN ((size_t)8 << 20)
+#define DEC_READ_MIN ((size_t)8 << 20)
 #define OUT_BUF_RUN_MAX ((size_t)16 << 20)
 static int setup_buffers(void)
 {
     if (!g_inbuf) {
         if (g_cctx && lmc_cstream_in_size(g_cctx) > g_in_size) g_in_size = lmc_cstream_in_size(g_cctx);
-        size_t const per_thread = (size_t)g_opt.threads << (g_cctx ? 20 : 21);
+        size_t const per_thread = g_cctx ? (size_t)g_opt.threads << 20
+                                  : g_opt.threads > 4 ? (size_t)(g_opt.threads + g_opt.threads / 2) << 20
+                                  : (size_t)g_opt.threads << 21;
         g_out_size = g_cctx ? OUT_BUF_RUN : (size_t)2 << 20;
         if (per_thread > g_out_size) g_out_size = per_thread < OUT_BUF_RUN_MAX ? per_thread : OUT_BUF_RUN_MAX;
         if (g_cctx && g_out_size < lmc_compress_bound(g_in_size)) g_out_size = lmc_compress_bound(g_in_size);
+        /* a frame read from a pipe comes in windows of many chunks: the
+         * library decodes those that lie whole in a window in place, and
+         * copies only the one across its end (lmc_decompress_stream) */
+        if (!g_cctx && g_in_size < DEC_READ_MIN) g_in_size = DEC_READ_MIN;
+        if (!g_cctx && g_in_size < g_out_size) g_in_size = g_out_size;
         g_inbuf = (unsigned char*)big_alloc(g_in_size);
         g_outbuf = (unsigned char*)big_alloc(g_out_size);
         g_wr.buf[0] = g_outbuf;

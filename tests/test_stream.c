@@ -957,6 +957,108 @@ static void test_stream_buffer_shapes(void** state)
     free(back); free(fs); free(f1); free(ffix); free(src); free(ref);
 }
 
+/* A frame read in windows of a few chunks (as the lmc command reads a pipe):
+ * the chunk across a window's end is gathered, and once it is whole it is
+ * decoded at once when the rest of the window holds the next chunk whole;
+ * those then decode in place. Before, every chunk after a straddling one
+ * was copied into a job slot until all slots were full (a chunk's payload
+ * and content each), which held `lmc -d -T24` from a pipe over its memory
+ * bound. Observable: the calls over the window that completes the
+ * straddling chunk also produce the whole chunks after it. A bad header
+ * after the straddling chunk is still reported. */
+static void test_stream_decode_windows(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)6 << 20;
+    uint8_t *src, *ref; size_t refn;
+    make_case(2, n, REF_NONE, 777, &src, &ref, &refn);
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 1 };   /* fixed 1 MiB chunks */
+    lmc_cctx* const cc = make_cctx(&c, 1);
+    uint8_t* f;
+    size_t const s = tu_compress(cc, &f, src, n);
+    assert_false(lmc_is_error(s));
+    lmc_cctx_free(cc);
+    /* chunk starts: header, then 16-byte chunk headers with the payload size at +4 */
+    size_t at[8], nch = 0, pos = LMC_FRAME_HEADER_SIZE;
+    while (nch < 8 && lmc_rd32(f + pos) != 0) { at[nch++] = pos; pos += 16 + lmc_rd32(f + pos + 4); }
+    assert_int_equal(nch, 6);
+    at[nch] = pos;
+    uint8_t* const out = (uint8_t*)tu_xmalloc(n);
+    for (unsigned t = 2; t <= 3; t++) {
+        lmc_dctx* const d = lmc_dctx_create();
+        assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, t), 0);
+        /* window 1 ends in the middle of chunk 2 (0-based), window 2 in
+         * the middle of chunk 4; window 3 is the rest */
+        size_t const cut[3] = { (at[2] + at[3]) / 2, (at[4] + at[5]) / 2, s };
+        size_t ip = 0, op = 0, r = 1, after2 = 0;
+        for (unsigned w = 0; w < 3; w++) {
+            lmc_inbuf in = { f + ip, cut[w] - ip, 0 };
+            unsigned guard = 0;
+            for (;;) {
+                lmc_outbuf o = { out + op, n - op, 0 };
+                r = lmc_decompress_stream(d, &o, &in);
+                if (lmc_is_error(r)) fail_msg("threads %u, window %u: %s", t, w, lmc_error_name(r));
+                op += o.pos;
+                if (r == 0 || (in.pos == in.size && o.pos == 0)) break;
+                assert_true(++guard < 100);
+            }
+            ip = cut[w];
+            if (w == 1) after2 = op;
+        }
+        assert_int_equal(r, 0);
+        assert_int_equal(op, n);
+        assert_memory_equal(out, src, n);
+        /* chunks 0-3 are out after window 2: 2 and 3 were not held back */
+        assert_true(after2 >= (size_t)4 << 20);
+
+        /* chunk 3's header says content size 0: CORRUPT, found after chunk 2
+         * (across the first window's end) is gathered */
+        uint8_t* const bad = (uint8_t*)tu_xmalloc(s);
+        memcpy(bad, f, s);
+        memset(bad + at[3], 0, 4);
+        lmc_dctx_reset(d);
+        ip = 0; op = 0;
+        size_t e = 0;
+        for (unsigned w = 0; w < 3 && !lmc_is_error(e); w++) {
+            lmc_inbuf in = { bad + ip, cut[w] - ip, 0 };
+            unsigned guard = 0;
+            for (;;) {
+                lmc_outbuf o = { out + op, n - op, 0 };
+                e = lmc_decompress_stream(d, &o, &in);
+                op += o.pos;
+                if (lmc_is_error(e) || e == 0 || (in.pos == in.size && o.pos == 0)) break;
+                assert_true(++guard < 100);
+            }
+            ip = cut[w];
+        }
+        assert_true(lmc_is_error(e));
+        assert_int_equal(lmc_get_error(e), LMC_ERR_CORRUPT);
+        free(bad);
+        lmc_dctx_free(d);
+    }
+    free(out); free(f); free(src); free(ref);
+}
+
+/* The input worth feeding a stream per call: a chunk per job slot (threads
+ * + 2), but above 4 threads no more than one call codes (a chunk per thread
+ * up to 10 threads, then 8 + threads / 4 chunks, 8 to 16 of them): the
+ * caller's buffer counts against the memory bound, and `lmc -T24` from a
+ * pipe read 26 chunks a call and held 131 MiB against 64 + 24 x 2. */
+static void test_cstream_in_size(void** state)
+{
+    (void)state;
+    static const unsigned threads[] = { 1, 2, 4, 5, 8, 10, 12, 16, 24, 32, 64 };
+    static const unsigned chunks[] =  { 1, 4, 6, 7, 8, 10, 11, 12, 14, 16, 16 };
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 1 };
+    for (size_t i = 0; i < sizeof threads / sizeof threads[0]; i++) {
+        lmc_cctx* const cc = make_cctx(&c, threads[i]);
+        size_t const got = lmc_cstream_in_size(cc);
+        if (got != (size_t)chunks[i] * ((1u << 20) + 8))
+            fail_msg("%u threads: %zu bytes, want %u chunks", threads[i], got, chunks[i]);
+        lmc_cctx_free(cc);
+    }
+}
+
 /* Empty content with NULL buffers of size 0, as a caller may pass them. */
 static void test_empty_null_buffers(void** state)
 {
@@ -1003,6 +1105,8 @@ int main(void)
         cmocka_unit_test(test_work_memory_zeroed),
         cmocka_unit_test(test_ref_hash_last),
         cmocka_unit_test(test_stream_buffer_shapes),
+        cmocka_unit_test(test_stream_decode_windows),
+        cmocka_unit_test(test_cstream_in_size),
         cmocka_unit_test(test_empty_null_buffers),
     };
     return cmocka_run_group_tests_name("stream", tests, NULL, NULL);

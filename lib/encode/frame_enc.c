@@ -783,17 +783,34 @@ static int se_commit(void* arg, size_t i, unsigned slot)
     return 0;
 }
 
+#define LMC_STREAM_RUN_JOBS 4
+#define LMC_STREAM_RUN_MAX ((uint64_t)16 << 20)
+
+/* The most input one call codes: above 4 threads the per-thread workspaces
+ * take the room, so a chunk per thread up to 10 threads, then 8 + threads
+ * / 4 chunks, between half of LMC_STREAM_RUN_MAX and all of it. A caller
+ * that maps its input and reference holds about 3.4 MiB per MiB of run
+ * (the input's and the reference's pages, and the run's output in each of
+ * two buffers) against the 2 MiB per thread that the memory bound grows
+ * by: a chunk per thread put `lmc -T16 -r` of a 213 MB optimizer delta at
+ * 97.1 MiB, over its 64 + 16 x 2 = 96. The cost is threads left idle at
+ * the end of each call above 10 threads (4 of 16), where the command is
+ * bound by writing its output anyway. */
+static uint64_t stream_run_max(unsigned threads, uint64_t chunk)
+{
+    if (lmc_pool_batch(threads) <= 6) return LMC_STREAM_RUN_MAX;
+    uint64_t const run_max = (uint64_t)LMC_MIN(threads, 8 + threads / 4) * chunk;
+    return LMC_MIN(LMC_MAX(run_max, LMC_STREAM_RUN_MAX / 2), LMC_STREAM_RUN_MAX);
+}
+
 /* Codes the whole chunks of the pending input, up to LMC_STREAM_RUN_JOBS
- * slots' worth per call and at most LMC_STREAM_RUN_MAX bytes (above 4
- * threads a chunk per thread, from half that up to all of it; more if
- * chunks are larger): a caller that maps a huge file and offers it whole
+ * slots' worth per call and at most stream_run_max bytes (more if chunks
+ * are larger): a caller that maps a huge file and offers it whole
  * gets control back (to write, and to drop pages it no longer needs) after
  * a bounded amount of input. Longer runs would cost fewer waits for a run's
  * last chunk; this keeps the input it pins within the memory budget, and a
  * run of fewer chunks than threads would leave threads idle.
  * *ran: 0 no chunk ran, 1 some ran, 2 the run stopped at that bound. */
-#define LMC_STREAM_RUN_JOBS 4
-#define LMC_STREAM_RUN_MAX ((uint64_t)16 << 20)
 static size_t stream_chunks(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end, int* ran)
 {
     size_t const avail = in->size - in->pos;
@@ -817,13 +834,7 @@ static size_t stream_chunks(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end
     x.staged_end = c->in_off + c->in_len;
     x.avail_end = x.staged_end + avail;
     x.pos = c->in_off;
-    /* above 4 threads the per-thread workspaces take the room: a chunk per
-     * thread, between half the run and all of it */
-    uint64_t run_max = LMC_STREAM_RUN_MAX;
-    if (c->njobs > 6) {
-        run_max = (uint64_t)(c->njobs - 2) * chunk_max(c);
-        run_max = LMC_MIN(LMC_MAX(run_max, LMC_STREAM_RUN_MAX / 2), LMC_STREAM_RUN_MAX);
-    }
+    uint64_t const run_max = stream_run_max(c->threads, chunk_max(c));
     uint64_t run = (uint64_t)LMC_STREAM_RUN_JOBS * c->njobs * chunk_max(c);
     if (run > run_max) run = LMC_MAX(run_max, 2 * (uint64_t)chunk_max(c));
     x.stop_at = c->in_off + run;
@@ -934,7 +945,12 @@ size_t lmc_cstream_in_size(const lmc_cctx* c)
     unsigned log;
     uint64_t target;
     plan_frame(c, c->pledged >= 0, c->pledged >= 0 ? (uint64_t)c->pledged : 0, &log, &target);
-    return (size_t)lmc_pool_batch(c->threads) * (size_t)(target + 8);
+    /* a job slot's worth per chunk, but no more than one call codes: the
+     * caller's buffer counts against the memory bound too */
+    uint64_t n = lmc_pool_batch(c->threads);
+    uint64_t const most = stream_run_max(c->threads, target) / target;
+    if (n > most) n = LMC_MAX(most, 2);
+    return (size_t)n * (size_t)(target + 8);
 }
 
 size_t lmc_compress_stream(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)

@@ -258,6 +258,11 @@ static size_t cbuf_room(lmc_store* s, cbuf* c, uint64_t n)
         return seterr(s, LMC_ERR(LIMIT), "content of %llu bytes too large for this system", (unsigned long long)n);
     if (n) {
         int fd = openat(s->dirfd, CACHE_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        /* DIR/cache removed by hand (it only holds copies): made again, or
+         * a restore would decode a whole parent onto the heap (a 213 MB
+         * keyframe held 230 MiB) */
+        if (fd < 0 && errno == ENOENT && mkdirat(s->dirfd, CACHE_DIR, 0777) == 0)
+            fd = openat(s->dirfd, CACHE_DIR, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
         if (fd < 0) {
             static unsigned counter;
             char nm[64];
@@ -721,7 +726,11 @@ static size_t decode_entry(lmc_store* s, const lmc_manifest* m, const lmc_mentry
     {
         cbuf const fv = cbuf_borrow(v.p, v.n, v.mapped);
         size_t const n = (size_t)e->content_size;
-        size_t const win = LMC_MAX(WINDOW, (size_t)s->threads << 21);   /* two 1 MiB chunks a thread */
+        /* a chunk and a half a thread (1 MiB chunks), 8 to 16 MiB: a window
+         * holds its output's pages, its reference's and its frame's, and
+         * two chunks a thread took -T16 to 122 MiB, over the command's
+         * 64 + 16 x 2 MiB bound */
+        size_t const win = LMC_MIN(LMC_MAX(WINDOW, (size_t)(s->threads + s->threads / 2) << 20), 2 * WINDOW);
         size_t done = 0, ref_mark = 0;
         unsigned stuck = 0;
         lmc_inbuf in;
