@@ -7,10 +7,11 @@
 # variant forces --format=raw --dtype=bf16. For each variant:
 #   compress, decompress, compress with -r, decompress with -r
 # each under /usr/bin/time -v with -T2; then raw-bf16 with -r again at -T1,
-# -T8 and -T16 (more threads than this box has cores: every thread still gets
-# its workspace); then the snapshot store with -T2: add the reference (a
-# keyframe), add the input (a delta against the cached reference), restore
-# the input (from the cache, then without it), verify. Every restore is
+# -T8, -T16 and -T24 (more threads than this box has cores: every thread
+# still gets its workspace), and through pipes at -T2, -T16 and -T24; then
+# the snapshot store with -T2: add the reference (a keyframe), add the input
+# (a delta against the cached reference), restore the input (from the cache,
+# then without it), verify; the last two again with -T16. Every restore is
 # compared with cmp.
 # Writes bench/mem_results.md. Needs ~50 GiB free disk in the scratch folder.
 # Environment: BENCH_TRAJ (default bench/data/traj-3m), BENCH_MEM_DIR
@@ -92,10 +93,21 @@ for variant in generic raw-bf16; do
     measure "$variant" "decompress -r" "$OUT" "$LMC" -q -d -T$THREADS -f -r "$REF" "$Z" -o "$OUT"
     check "$OUT"; rm -f "$Z"
 done
-for THREADS in 1 8 16; do
+for THREADS in 1 8 16 24; do
     Z="$DIR/input.lmc"; OUT="$DIR/restored.bin"
     measure raw-bf16 "compress -r" "$Z" "$LMC" -q -T$THREADS -f --format=raw --dtype=bf16 -r "$REF" "$IN" -o "$Z"
     measure raw-bf16 "decompress -r" "$OUT" "$LMC" -q -d -T$THREADS -f -r "$REF" "$Z" -o "$OUT"
+    check "$OUT"; rm -f "$Z"
+done
+# through pipes (cat IN | lmc ... - > OUT): the command reads into its own
+# buffers instead of mapping the file; /usr/bin/time reports the largest
+# process of the pipeline (lmc)
+for THREADS in 2 16 24; do
+    Z="$DIR/input.lmc"; OUT="$DIR/restored.bin"
+    measure raw-bf16-pipe "compress -r" "$Z" sh -c 'cat "$1" | "$2" -q -c -T"$3" --format=raw --dtype=bf16 -r "$4" - > "$5"' \
+        sh "$IN" "$LMC" "$THREADS" "$REF" "$Z"
+    measure raw-bf16-pipe "decompress -r" "$OUT" sh -c 'cat "$1" | "$2" -q -d -c -T"$3" -r "$4" - > "$5"' \
+        sh "$Z" "$LMC" "$THREADS" "$REF" "$OUT"
     check "$OUT"; rm -f "$Z"
 done
 THREADS=2
@@ -105,6 +117,11 @@ measure store "store add, keyframe (the reference)" - "$LMC" store add "$ST" "$R
 measure store "store add, delta (the input)" - "$LMC" store add "$ST" "$IN" --name m --step 1 -q -T$THREADS
 measure store "store restore, the latest (copied from the cache)" "$OUT" "$LMC" store restore "$ST" 1 -o "$OUT" -q -T$THREADS
 check "$OUT"
+rm -f "$ST"/cache/*
+measure store "store restore, the latest (no cache: decoded through the keyframe)" "$OUT" "$LMC" store restore "$ST" 1 -o "$OUT" -q -T$THREADS
+check "$OUT"
+measure store "store verify" - "$LMC" store verify "$ST" -q -T$THREADS
+THREADS=16
 rm -f "$ST"/cache/*
 measure store "store restore, the latest (no cache: decoded through the keyframe)" "$OUT" "$LMC" store restore "$ST" 1 -o "$OUT" -q -T$THREADS
 check "$OUT"
@@ -123,7 +140,7 @@ mkdir -p "$OUTDIR"
     echo "- Input: \`$LAST\` repeated $copies times = $total bytes ($(awk -v t="$total" 'BEGIN { printf "%.2f", t / 2^30 }') GiB); reference: \`$PREV\` repeated the same way"
     echo "- Each row: \`/usr/bin/time -v ./lmc -T<threads> -f ...\` (files on disk; freshly written, so partly in the page cache); every restore compared with cmp: all identical"
     echo "- bound = the issue's limit, 64 MiB + threads x 2 x chunk size (1 MiB chunks)"
-    echo "- generic = default format detection (a concatenation is not safetensors); raw-bf16 = \`--format=raw --dtype=bf16\` on compression"
+    echo "- generic = default format detection (a concatenation is not safetensors); raw-bf16 = \`--format=raw --dtype=bf16\` on compression; raw-bf16-pipe = the same through pipes (\`cat FILE | lmc ... - > OUT\`)"
     echo "- store = \`lmc store\` (doc/store.md): the reference added as a keyframe, the input as a delta against it (from the store's cache), the input restored (the latest snapshot: copied from the cache, then with the cache removed, decoded through the keyframe), everything verified; a store detects the format itself (generic here)"
     echo "- Max RSS counts touched pages of the mmap()ed reference (file-backed, reclaimable) as well as heap"
     echo

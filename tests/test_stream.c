@@ -1059,6 +1059,47 @@ static void test_cstream_in_size(void** state)
     }
 }
 
+/* A call codes at most one run's worth of input, whatever the output room:
+ * a run that stops for want of room used to be followed by more runs in
+ * the same call while room was left, so a caller whose output buffer took
+ * a run's output but not its chunks' bounds got several runs a call (and
+ * kept all their input mapped: -T8 on 2 GB of bf16 held 69 MiB, not 43).
+ * 8 threads: runs of 8 chunks; the output buffer is the bound of
+ * lmc_cstream_in_size, less than 8 chunks' bounds. Every call but the last
+ * takes at most 8 chunks and a straddling one; the bytes are the one-shot
+ * frame's. */
+static void test_stream_call_bound(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)40 << 20, chunk = (size_t)1 << 20;
+    uint8_t* const src = (uint8_t*)tu_xmalloc(n);
+    tu_fill_gauss(src, n, 2, 99);
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 1 };
+    lmc_cctx* const cc = make_cctx(&c, 8);
+    assert_int_equal(lmc_cctx_set_param(cc, LMC_P_CONTENT_SIZE, (long long)n), 0);
+    size_t const outcap = lmc_compress_bound(lmc_cstream_in_size(cc));
+    size_t const cap = lmc_compress_bound(n);
+    uint8_t* const f = (uint8_t*)tu_xmalloc(cap);
+    lmc_inbuf in = { src, n, 0 };
+    size_t fs = 0, calls = 0, r;
+    do {
+        lmc_outbuf out = { f + fs, LMC_MIN(outcap, cap - fs), 0 };
+        size_t const before = in.pos;
+        r = lmc_compress_stream(cc, &out, &in, 1);
+        if (lmc_is_error(r)) fail_msg("call %zu: %s", calls, lmc_error_name(r));
+        fs += out.pos;
+        if (in.pos - before > 9 * chunk + 64) fail_msg("call %zu took %zu bytes of input", calls, in.pos - before);
+        assert_true(++calls < 1000);
+    } while (r != 0);
+    assert_true(calls >= n / (9 * chunk));
+    uint8_t* g;
+    size_t const gs = fresh_frame(&c, 1, src, n, NULL, 0, &g);
+    assert_int_equal(fs, gs);
+    assert_memory_equal(f, g, gs);
+    free(g); free(f); free(src);
+    lmc_cctx_free(cc);
+}
+
 /* Empty content with NULL buffers of size 0, as a caller may pass them. */
 static void test_empty_null_buffers(void** state)
 {
@@ -1107,6 +1148,7 @@ int main(void)
         cmocka_unit_test(test_stream_buffer_shapes),
         cmocka_unit_test(test_stream_decode_windows),
         cmocka_unit_test(test_cstream_in_size),
+        cmocka_unit_test(test_stream_call_bound),
         cmocka_unit_test(test_empty_null_buffers),
     };
     return cmocka_run_group_tests_name("stream", tests, NULL, NULL);

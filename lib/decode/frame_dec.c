@@ -530,8 +530,9 @@ static size_t take(uint8_t* dst, size_t* have, size_t want, lmc_inbuf* in)
 
 /* 1 when the caller's input, from in->pos, holds the frame's end marker or
  * a whole chunk with a valid header (an invalid one is left to the
- * gathering path to report). */
-static int next_chunk_whole(const lmc_dctx* d, const lmc_inbuf* in)
+ * gathering path to report) whose content fits the output's room after the
+ * gathered chunks': the fast path could then take it. */
+static int next_chunk_whole(const lmc_dctx* d, const lmc_inbuf* in, const lmc_outbuf* out)
 {
     const uint8_t* const s = (const uint8_t*)in->src + in->pos;
     size_t const avail = in->size - in->pos;
@@ -540,7 +541,10 @@ static int next_chunk_whole(const lmc_dctx* d, const lmc_inbuf* in)
     if (lmc_rd32(s) == 0) return 1;
     if (avail < LMC_CHUNK_HDR_SIZE) return 0;
     size_t const ps = check_chunk_header(s, d->hdr.chunk_log, &content);
-    return !LMC_IS_ERR(ps) && avail - LMC_CHUNK_HDR_SIZE >= ps;
+    if (LMC_IS_ERR(ps) || avail - LMC_CHUNK_HDR_SIZE < ps) return 0;
+    uint64_t need = content;
+    for (unsigned i = 0; i < d->nready; i++) need += d->jobs[i].content_size;
+    return need <= out->size - out->pos;
 }
 
 /* Streaming fast path: chunks that lie whole in the caller's input decode
@@ -666,12 +670,13 @@ static size_t dstream_step(lmc_dctx* d, lmc_outbuf* out, lmc_inbuf* in)
                 if (!take(j->pbuf, &j->have, j->payload_size, in)) break;
                 j->payload = j->pbuf; j->streaming = 1;
                 d->nready++;
-                if (next_chunk_whole(d, in)) { early = 1; break; }
+                if (next_chunk_whole(d, in, out)) { early = 1; break; }
             }
             /* a batch runs on full slots only: a chunk half-gathered in the next
              * slot must not be left behind when slots restart at 0. Or early,
-             * when the rest of the caller's input holds the next chunk whole:
-             * the fast path above takes it and those after it in place, and
+             * when the rest of the caller's input holds the next chunk whole
+             * and the output has room for it after the gathered ones: the
+             * fast path above takes it and those after it in place, and
              * no more are copied into job slots. A caller that reads its
              * input in windows of many chunks then has one chunk per window
              * (the one across its end) gathered, not a slot's worth per
