@@ -137,7 +137,7 @@ def compress_file(src, dst=None, ref=None, threads=None, format=None, dtype=None
         st = os.fstat(f.fileno())
         if _stat.S_ISREG(st.st_mode):
             check(lib.lmc_cctx_set_param(c.p, _lib.LMC_P_CONTENT_SIZE, st.st_size), "content size")
-        read = _codec.file_reader(f, read_ahead=True)
+        read = _codec.input_reader(f, c.stream_sizes()[0])
         try:
             with AtomicFile(dst) as out:
                 c.hash_ref_last()   # the header's reference hash is written last
@@ -161,8 +161,9 @@ def decompress_file(src, dst=None, ref=None, threads=None):
     dst = os.fspath(dst)
     if _same_file(src, dst):
         raise ValueError("source and destination are the same file: %s" % dst)
-    with as_buf(ref) as rb, DCtx(threads, rb) as d, open(src, "rb", buffering=0) as f:
-        read = _codec.file_reader(f, read_ahead=True)
+    # the output is a temporary file until the frame and its reference check out
+    with as_buf(ref) as rb, DCtx(threads, rb, check_ref_last=True) as d, open(src, "rb", buffering=0) as f:
+        read = _codec.input_reader(f, d.stream_sizes()[0])
         try:
             with AtomicFile(dst) as out:
                 _codec.drive_decompress(d, read, _codec.fd_writer(out.fd), write_behind=True)

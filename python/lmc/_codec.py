@@ -4,13 +4,15 @@ import ctypes
 import mmap
 import os
 import queue
+import stat
 import threading
 
 from . import _lib
 from ._lib import lib, check, LmcError
 
-STREAM_IN = 4 << 20     # bytes read from a file per step
-STREAM_OUT = 4 << 20    # staging buffer for coded / decoded output
+STREAM_IN = 4 << 20     # least bytes read from a file per step (see stream_sizes)
+STREAM_OUT = 4 << 20    # least staging for coded / decoded output (see stream_sizes)
+STREAM_MAX = 16 << 20   # most staging a context's thread count asks for
 _STUCK_LIMIT = 1000
 _EMPTY = b"\0"          # a valid address for empty buffers (size 0)
 
@@ -177,7 +179,8 @@ class CCtx(_Ctx):
         if not self.p:
             raise MemoryError("lmc_cctx_create failed")
         try:
-            check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_THREADS, resolve_threads(threads)), "threads")
+            self.threads = resolve_threads(threads)
+            check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_THREADS, self.threads), "threads")
             fmt = _format_code(format)
             dtc = dtype_code(dtype)
             if dtc is not None and fmt is None:
@@ -199,6 +202,20 @@ class CCtx(_Ctx):
     def _free(self, p):
         lib.lmc_cctx_free(p)
 
+    def stream_sizes(self):
+        """(input, output) bytes worth passing per streaming call. A call
+        codes one run of chunks, at most as many as the threads (above 10,
+        fewer: lmc_cstream_in_size), and only as many as the output's room
+        holds at their worst case: with 4 MiB buffers a call coded about 2
+        chunks, whatever the thread count (128 MiB of t19m's optimizer
+        moments against the step before, 16 threads: 2.0 MiB of input a
+        call). The output takes the worst case of a whole input, at least
+        4 MiB (8 MiB buffers made saving a state dict of 2 MiB tensors about
+        a tenth slower at 2 threads: their pages' first touches)."""
+        n_in = max(STREAM_IN, int(lib.lmc_cstream_in_size(self.p)))
+        n_out = max(STREAM_OUT, int(lib.lmc_compress_bound(n_in)))
+        return n_in, n_out
+
     def hash_ref_last(self):
         """For a frame written to a file that patch_ref_hash() fixes up at the
         end: the library hashes the reference between its chunk jobs instead
@@ -210,12 +227,21 @@ class CCtx(_Ctx):
 
 
 class DCtx(_Ctx):
-    def __init__(self, threads=None, ref=None):
+    def __init__(self, threads=None, ref=None, check_ref_last=False):
+        """check_ref_last: a streaming frame's reference is hashed between
+        chunk jobs and checked when the frame ends (LMC_D_REF_CHECK_LAST),
+        not all of it before the first chunk: for callers that keep what
+        they decode private until the end (a temporary file, tensors not
+        yet returned), so that a mapped reference's pages can be dropped
+        behind the decoder (_RefWindow) instead of all coming in first."""
         self.p = lib.lmc_dctx_create()
         if not self.p:
             raise MemoryError("lmc_dctx_create failed")
         try:
-            check(lib.lmc_dctx_set_param(self.p, _lib.LMC_D_THREADS, resolve_threads(threads)), "threads")
+            self.threads = resolve_threads(threads)
+            check(lib.lmc_dctx_set_param(self.p, _lib.LMC_D_THREADS, self.threads), "threads")
+            if check_ref_last:
+                check(lib.lmc_dctx_set_param(self.p, _lib.LMC_D_REF_CHECK_LAST, 1), "reference check")
             self.ref = ref
             if ref is not None and not ref.is_none:
                 check(lib.lmc_dctx_set_ref(self.p, ref.addr, ref.size), "reference")
@@ -226,9 +252,61 @@ class DCtx(_Ctx):
     def _free(self, p):
         lib.lmc_dctx_free(p)
 
+    def stream_sizes(self):
+        return dstream_sizes(self.threads)
+
+
+def dstream_sizes(threads):
+    """(input, output) bytes worth passing per streaming call to a
+    decompression context of `threads` (None: every core). Chunks decode
+    in parallel straight into the output as far as its room goes, so it
+    takes two chunks (1 MiB each) per thread, a chunk and a half above 4
+    threads (the command's sizes and memory bound), 4 to 16 MiB. The input
+    is read in windows of at least 8 MiB: the library decodes the chunks
+    that lie whole in a window in place and copies only the one across its
+    end."""
+    t = resolve_threads(threads)
+    n_out = (3 * t) << 19 if t > 4 else t << 21
+    n_out = min(max(n_out, STREAM_OUT), STREAM_MAX)
+    return max(8 << 20, n_out), n_out
+
 
 # ---------------------------------------------------------------------------
 # streaming drivers
+
+
+class RefWindow(object):
+    """Keeps a mapped reference's pages in this process's memory only near
+    where the coder reads it, as the command does (ref_release in
+    programs/lmc.c): after each streaming call, the pages below the content
+    position (less a margin, for a safetensors header of another length)
+    and those past the next call's input are dropped. They stay in the page
+    cache and come back when touched. Without this a 213 MB reference given
+    as a path stayed whole in the RSS of compress_file and decompress_file.
+    A reference that is not a mapped file (bytes, a state dict) is left
+    alone."""
+
+    MARGIN = 256 << 10
+    STEP = 4 << 20
+
+    def __init__(self, ctx, ahead):
+        ref = getattr(ctx, "ref", None)
+        self.mm = ref._mm if ref is not None and ref.size >= 2 * self.STEP else None
+        self.size = ref.size if self.mm is not None else 0
+        self.ahead = ahead
+        self.last = None
+
+    def at(self, pos):
+        if self.mm is None or (self.last is not None and self.last <= pos < self.last + self.STEP):
+            return
+        page = mmap.PAGESIZE
+        lo = max(0, pos - self.MARGIN) // page * page
+        hi = (pos + self.ahead + self.MARGIN + page - 1) // page * page
+        if lo:
+            self.mm.madvise(mmap.MADV_DONTNEED, 0, min(lo, self.size))
+        if hi < self.size:
+            self.mm.madvise(mmap.MADV_DONTNEED, hi, self.size - hi)
+        self.last = pos
 #
 # read() returns (addr, size) of the next input piece, size 0 at the end.
 # write(addr, size) consumes output.
@@ -243,9 +321,10 @@ class _Staging(object):
     writes stay in order; a write's exception is raised by the next take()
     or by close()."""
 
-    def __init__(self, write, write_behind):
+    def __init__(self, write, write_behind, size=STREAM_OUT):
         self.write = write
-        self.bufs = [ctypes.create_string_buffer(STREAM_OUT) for _ in range(2 if write_behind else 1)]
+        self.size = size
+        self.bufs = [ctypes.create_string_buffer(size) for _ in range(2 if write_behind else 1)]
         self.cur = 0
         self.thread = None
         if write_behind:
@@ -294,7 +373,7 @@ class _Staging(object):
 
 
 def _drive(steps, ctx, read, write, write_behind):
-    staging = _Staging(write, write_behind)
+    staging = _Staging(write, write_behind, ctx.stream_sizes()[1])
     try:
         steps(ctx, read, staging)
     except BaseException:
@@ -311,6 +390,9 @@ def drive_compress(cctx, read, write, write_behind=False):
 def _compress_steps(cctx, read, staging):
     out = _lib.lmc_outbuf()
     inb = _lib.lmc_inbuf()
+    window = RefWindow(cctx, cctx.stream_sizes()[0])
+    release = getattr(read, "release", None)
+    taken = 0
     while True:
         addr, n = read()
         end = 1 if n == 0 else 0
@@ -318,8 +400,12 @@ def _compress_steps(cctx, read, staging):
         stuck = 0
         while True:
             before = inb.pos
-            out.dst, out.size, out.pos = staging.take(), STREAM_OUT, 0
+            out.dst, out.size, out.pos = staging.take(), staging.size, 0
             r = check(lib.lmc_compress_stream(cctx.p, ctypes.byref(out), ctypes.byref(inb), end))
+            taken += inb.pos - before
+            window.at(taken)
+            if release is not None:
+                release(inb.pos)
             if r != 0 and inb.pos == before and out.pos == 0:
                 stuck += 1
                 if stuck > _STUCK_LIMIT:
@@ -344,6 +430,9 @@ def _decompress_steps(dctx, read, staging):
     inb = _lib.lmc_inbuf()
     done = False
     total_in = 0
+    window = RefWindow(dctx, staging.size)
+    release = getattr(read, "release", None)
+    made = 0
     while True:
         addr, n = read()
         eof = n == 0
@@ -355,9 +444,13 @@ def _decompress_steps(dctx, read, staging):
         stuck = 0
         while True:
             before = inb.pos
-            out.dst, out.size, out.pos = staging.take(), STREAM_OUT, 0
+            out.dst, out.size, out.pos = staging.take(), staging.size, 0
             r = check(lib.lmc_decompress_stream(dctx.p, ctypes.byref(out), ctypes.byref(inb)))
             total_in += inb.pos - before
+            made += out.pos
+            window.at(made)
+            if release is not None:
+                release(inb.pos)
             if r != 0 and inb.pos == before and out.pos == 0 and inb.pos < inb.size:
                 stuck += 1
                 if stuck > _STUCK_LIMIT:
@@ -393,21 +486,62 @@ def buf_reader(buf):
     return read
 
 
-def file_reader(f, read_ahead=False):
-    """read() for drive_*: f's bytes in pieces of STREAM_IN; a piece stays
-    valid until the next call. read_ahead: a thread reads the next piece
+def mapped_reader(buf):
+    """read() for drive_*: a mapped file (map_file) whole, as buf_reader,
+    the library coding its chunks in place; read.release(pos) drops the
+    pages before pos from this process's memory (they stay in the page
+    cache), so that memory stays bounded by what a call codes, as with the
+    command's mapped input, and no input buffers are needed."""
+    read = buf_reader(buf)
+    mm = buf._mm
+    state = [0]
+
+    def release(pos):
+        upto = pos // mmap.PAGESIZE * mmap.PAGESIZE
+        if mm is not None and upto > state[0]:
+            mm.madvise(mmap.MADV_DONTNEED, state[0], upto - state[0])
+            state[0] = upto
+    read.release = release
+    read.close = lambda: None
+    return read
+
+
+def input_reader(f, size):
+    """read() for drive_* over the open file f: a regular file mapped
+    (mapped_reader), anything else (a pipe, a device, a file that cannot
+    be mapped) read in pieces of `size` with read-ahead (file_reader).
+    Call read.close() when done."""
+    st = os.fstat(f.fileno())
+    if stat.S_ISREG(st.st_mode) and st.st_size > 0:
+        try:
+            mm = mmap.mmap(f.fileno(), st.st_size, flags=mmap.MAP_PRIVATE,
+                           prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        except (OSError, ValueError):
+            mm = None
+        if mm is not None:
+            b = Buf(mm, _mm=mm)
+            read = mapped_reader(b)
+            read.close = b.close
+            read._keep = b
+            return read
+    return file_reader(f, read_ahead=True, size=size)
+
+
+def file_reader(f, read_ahead=False, size=STREAM_IN):
+    """read() for drive_*: f's bytes in pieces of `size` (a context's
+    stream_sizes()[0]); a piece stays valid until the next call. read_ahead: a thread reads the next piece
     into a second buffer meanwhile (file reads release the GIL, as the
     coder does); its read error is raised by read(). Call read.close() when
     done (it stops the thread; harmless without one)."""
     bufs = []
     for _ in range(2 if read_ahead else 1):
-        staging = bytearray(STREAM_IN)
-        arr = (ctypes.c_char * STREAM_IN).from_buffer(staging)
+        staging = bytearray(size)
+        arr = (ctypes.c_char * size).from_buffer(staging)
         bufs.append((staging, arr, ctypes.addressof(arr), memoryview(staging)))
 
     def fill(mv):
         n = 0
-        while n < STREAM_IN:       # fill the buffer: short reads are not the end
+        while n < size:            # fill the buffer: short reads are not the end
             k = f.readinto(mv[n:])
             if not k:
                 break

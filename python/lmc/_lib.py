@@ -205,6 +205,7 @@ LMC_P_LAYOUT = 5
 LMC_P_CONTENT_SIZE = 6
 LMC_P_REF_HASH_LAST = 8
 LMC_D_THREADS = 1
+LMC_D_REF_CHECK_LAST = 3
 
 FORMATS = {"auto": 0, "generic": 1, "raw": 2, "safetensors": 3, "torch": 4}
 

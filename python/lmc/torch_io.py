@@ -336,6 +336,8 @@ class _RegionDecoder(object):
         self.eof = False
         self.ended = False
         self._scratch = ctypes.create_string_buffer(1 << 16)
+        self.window = _codec.RefWindow(dctx, dctx.stream_sizes()[1])
+        self.made = 0
 
     def _step(self):
         if self.inb.pos == self.inb.size and not self.eof:
@@ -346,6 +348,8 @@ class _RegionDecoder(object):
                 self.eof = True
         before = (self.inb.pos, self.out.pos)
         r = check(lib.lmc_decompress_stream(self.d.p, ctypes.byref(self.out), ctypes.byref(self.inb)))
+        self.made += self.out.pos - before[1]
+        self.window.at(self.made)
         if r == 0:
             self.ended = True
         moved = (self.inb.pos, self.out.pos) != before
@@ -399,7 +403,8 @@ def _load_in_place(head, read, rb, threads, what):
         raise LmcError(_lib.LMC_ERR_REF_REQUIRED, None,
                        "%s is a delta frame: give the checkpoint it was made against" % what)
     total = h.content_size
-    with _codec.DCtx(threads, rb) as d:
+    # the tensors are returned only once the frame and its reference check out
+    with _codec.DCtx(threads, rb, check_ref_last=True) as d:
         dec = _RegionDecoder(d, read)
         head = bytearray(min(8, total))
         if head:
@@ -444,7 +449,7 @@ def load(path, ref=None, threads=None):
         if _codec.is_frame_prefix(head):
             with resolve_ref(ref, threads) as rb:
                 f.seek(0)
-                read = _codec.file_reader(f, read_ahead=True)
+                read = _codec.file_reader(f, read_ahead=True, size=_codec.dstream_sizes(threads)[0])
                 try:
                     sd = _load_in_place(head, read, rb, threads, path)
                 except LmcError as e:

@@ -243,6 +243,104 @@ class TestWriteBehind(unittest.TestCase):
         self.assertEqual(threading.active_count(), before)
 
 
+class _CallLog(object):
+    """Stands in for _codec's lib: records the input taken and output given
+    by each streaming call, passes everything else through."""
+
+    def __init__(self, real):
+        self.real, self.calls = real, []
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def _logged(self, fn, out, inb, *rest):
+        i0, o0 = inb._obj.pos, out._obj.pos
+        r = fn(out, inb, *rest)
+        self.calls.append((inb._obj.pos - i0, out._obj.pos - o0))
+        return r
+
+    def lmc_compress_stream(self, c, out, inb, end):
+        return self._logged(lambda o, i: self.real.lmc_compress_stream(c, o, i, end), out, inb)
+
+    def lmc_decompress_stream(self, d, out, inb):
+        return self._logged(lambda o, i: self.real.lmc_decompress_stream(d, o, i), out, inb)
+
+
+class TestStreamRuns(TempDirCase):
+    """compress_file and decompress_file with 8 threads hand each call
+    enough input and output room for a chunk per thread. With the 4 MiB
+    buffers they had until 2026-12-04 a call coded at most 4 chunks (about
+    2 on optimizer moments), so threads past the fourth had nothing to do."""
+
+    def _run(self, fn, *args, **kw):
+        log = _CallLog(_codec.lib)
+        _codec.lib = log
+        try:
+            fn(*args, **kw)
+        finally:
+            _codec.lib = log.real
+        return log.calls
+
+    def test_a_call_codes_a_chunk_per_thread(self):
+        n = 4 << 20                       # 16 MiB of f32: 16 chunks of 1 MiB
+        ref = _floats(n, 7)
+        new = _floats(n, 7, eps=1e-4)
+        src, rpath, out, back = self.p("new.f32"), self.p("ref.f32"), self.p("new.lmc"), self.p("back")
+        with open(src, "wb") as f:
+            f.write(new)
+        with open(rpath, "wb") as f:
+            f.write(ref)
+        for t in (1, 8):
+            calls = self._run(lmc.compress_file, src, out, ref=rpath, threads=t, dtype="f32")
+            most_in = max(i for i, o in calls)
+            calls = self._run(lmc.decompress_file, out, back, ref=rpath, threads=t)
+            most_out = max(o for i, o in calls)
+            self.assertEqual(read(back), new)
+            if t == 8:
+                self.assertGreaterEqual(most_in, 8 << 20, "input coded by one compression call")
+                self.assertGreaterEqual(most_out, 8 << 20, "content decoded by one decompression call")
+            self.assertLessEqual(most_in, 16 << 20)
+        # a wrong reference given as a path: decompress_file checks it as
+        # the frame ends (its pages are dropped behind the decoder meanwhile)
+        # and leaves nothing behind; one byte near its end differs
+        bad = bytearray(ref)
+        bad[-3] ^= 1
+        with open(self.p("bad.f32"), "wb") as f:
+            f.write(bad)
+        before = sorted(os.listdir(self.tmp))
+        with self.assertRaises(lmc.LmcError) as cm:
+            lmc.decompress_file(out, self.p("never"), ref=self.p("bad.f32"), threads=2)
+        self.assertEqual(cm.exception.id, "ref_wrong")
+        self.assertEqual(sorted(os.listdir(self.tmp)), before)
+
+    def test_from_a_pipe(self):
+        """A source that cannot be mapped (a FIFO) is read in pieces instead."""
+        data = _floats(1 << 20, 9)          # 4 MiB: pieces of 4 MiB at 2 threads, and the end
+        fifo = self.p("in.fifo")
+        os.mkfifo(fifo)
+
+        def feed():
+            with open(fifo, "wb") as f:
+                f.write(data)
+        t = threading.Thread(target=feed)
+        t.start()
+        out = lmc.compress_file(fifo, self.p("p.lmc"), threads=2, dtype="f32")
+        t.join()
+        self.assertEqual(lmc.decompress(read(out)), data)
+
+    def test_sizes_follow_threads(self):
+        for t in (1, 2, 4, 8, 16, 64):
+            with _codec.CCtx(t) as c:
+                i, o = c.stream_sizes()
+                self.assertGreaterEqual(i, min(t, 12) << 20)
+                self.assertGreaterEqual(o, lmc._codec.lib.lmc_compress_bound(i))
+                self.assertLessEqual(i, (16 << 20) + 4096)
+            i, o = _codec.dstream_sizes(t)
+            self.assertGreaterEqual(o, min(t, 10) << 20)
+            self.assertLessEqual(o, 16 << 20)
+            self.assertGreaterEqual(i, o)
+
+
 class TestReadAhead(TempDirCase):
     """file_reader(read_ahead=True), as lmc.load, compress_file and
     decompress_file use it: the pieces of the file in order, each intact
