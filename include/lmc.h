@@ -206,6 +206,10 @@ typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
  * then 8 + threads / 4 chunks, 8 to 16 MiB; more with chunks over 4 MiB)
  * and may return before the
  * output is full or the input consumed: call again with the rest.
+ * Above 2 threads, a new piece of input (in->pos 0) shorter than half of
+ * lmc_cstream_in_size, with what is staged, is copied and kept for the next
+ * call instead (returns a positive value): pieces that small, a tensor's
+ * bytes at a time, would otherwise run a chunk or two a call.
  * Call with end=0 while more input will follow, then with end=1 until it
  * returns 0. Returns 0 when the frame is complete and fully flushed; a
  * positive number while work remains (a hint: bytes waiting to be flushed,

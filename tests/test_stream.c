@@ -1100,6 +1100,57 @@ static void test_stream_call_bound(void** state)
     lmc_cctx_free(cc);
 }
 
+/* Input fed in pieces much smaller than a call's run (a tensor at a time)
+ * is gathered above 2 threads, so that a call still codes a run of several
+ * chunks: at 8 threads, pieces of 1.5 MiB; random bytes, so that each
+ * chunk's output is about its size. Before 2026-12-04 a call coded the
+ * chunk staged from the piece before and the piece's one whole chunk: at
+ * most 2 MiB of output a call. At 2 threads nothing is gathered: no call
+ * takes in a piece without coding from it. The frames are the same. */
+static void test_stream_gathers_small_pieces(void** state)
+{
+    (void)state;
+    size_t const n = (size_t)24 << 20, piece = ((size_t)3 << 19) + 5;
+    uint8_t* const src = (uint8_t*)tu_xmalloc(n);
+    tu_fill_random(src, n, 31);
+    cfg const c = { LMC_FORMAT_RAW, LMC_DTYPE_BF16, 20, 0, 1 };
+    uint8_t* g;
+    size_t const gs = fresh_frame(&c, 1, src, n, NULL, 0, &g);
+    size_t const cap = lmc_compress_bound(n);
+    uint8_t* const f = (uint8_t*)tu_xmalloc(cap);
+    for (unsigned threads = 2; threads <= 8; threads += 6) {
+        lmc_cctx* const cc = make_cctx(&c, threads);
+        assert_int_equal(lmc_cctx_set_param(cc, LMC_P_CONTENT_SIZE, (long long)n), 0);
+        size_t const outcap = lmc_compress_bound(lmc_cstream_in_size(cc));
+        size_t fs = 0, calls = 0, most = 0, idle = 0, r = 1;
+        for (size_t at = 0; at < n || r != 0;) {
+            size_t const len = LMC_MIN(piece, n - at);
+            int const end = at + len == n;
+            lmc_inbuf in = { src + at, len, 0 };
+            do {
+                lmc_outbuf out = { f + fs, LMC_MIN(outcap, cap - fs), 0 };
+                r = lmc_compress_stream(cc, &out, &in, end);
+                if (lmc_is_error(r)) fail_msg("call %zu: %s", calls, lmc_error_name(r));
+                fs += out.pos;
+                most = LMC_MAX(most, out.pos);
+                if (in.pos == in.size && out.pos == 0 && !end) idle++;
+                assert_true(++calls < 10000);
+            } while (end ? r != 0 : in.pos < in.size);
+            at += len;
+        }
+        assert_int_equal(fs, gs);
+        assert_memory_equal(f, g, gs);
+        if (threads == 8) {
+            if (most < ((size_t)7 << 19)) fail_msg("8 threads: at most %zu bytes of output a call", most);
+            assert_true(idle > 0);
+        } else {
+            assert_int_equal(idle, 0);
+        }
+        lmc_cctx_free(cc);
+    }
+    free(g); free(f); free(src);
+}
+
 /* Empty content with NULL buffers of size 0, as a caller may pass them. */
 static void test_empty_null_buffers(void** state)
 {
@@ -1149,6 +1200,7 @@ int main(void)
         cmocka_unit_test(test_stream_decode_windows),
         cmocka_unit_test(test_cstream_in_size),
         cmocka_unit_test(test_stream_call_bound),
+        cmocka_unit_test(test_stream_gathers_small_pieces),
         cmocka_unit_test(test_empty_null_buffers),
     };
     return cmocka_run_group_tests_name("stream", tests, NULL, NULL);

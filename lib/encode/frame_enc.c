@@ -866,6 +866,22 @@ void lmc_cctx_reset(lmc_cctx* c)
     c->in_len = 0; c->in_head = 0; c->oq_len = 0; c->oq_pos = 0;
 }
 
+/* Whether a new piece of input is too short a run for the threads, and is
+ * better staged until more comes: a caller that feeds pieces much smaller
+ * than a call's run (Python's lmc.save gives each tensor's memory as it
+ * is; a 1024 x 1024 bf16 tensor is 2 MiB) had a run of a chunk or two per
+ * call, whatever the thread count. Pieces are gathered (copied) until half
+ * of lmc_cstream_in_size waits, so larger ones are still coded in place.
+ * Only a piece not yet started: the rest of a large one, after a run that
+ * stopped for output room, is coded in place as before (a reader of
+ * lmc_cstream_in_size windows copies nothing more). Two threads keep the
+ * old way: their runs are two chunks at most, and the copies would only
+ * cost. */
+static int stream_gather(const lmc_cctx* c, const lmc_inbuf* in)
+{
+    return c->threads > 2 && in->pos == 0 && c->in_len + in->size < lmc_cstream_in_size(c) / 2;
+}
+
 static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
 {
     /* the bound on one run holds for the whole call: a run that stops for
@@ -915,6 +931,10 @@ static size_t stream_step(lmc_cctx* c, lmc_outbuf* out, lmc_inbuf* in, int end)
             continue;
         }
         if (c->stage == ST_CHUNKS) {
+            if (!end && stream_gather(c, in)) {
+                LMC_FORWARD(take_input(c, in, c->in_len + (in->size - in->pos)));
+                return 1;  /* want more input */
+            }
             int ran = 0;
             uint64_t const off = c->in_off;
             LMC_FORWARD(stream_chunks(c, out, in, end, &ran, budget > coded ? budget - coded : 0));
