@@ -8,7 +8,8 @@
 #   compress, decompress, compress with -r, decompress with -r
 # each under /usr/bin/time -v with -T2; then raw-bf16 with -r again at -T1,
 # -T8, -T16 and -T24 (more threads than this box has cores: every thread
-# still gets its workspace), and through pipes at -T2, -T16 and -T24; then
+# still gets its workspace), and through pipes at -T2, -T16 and -T24; the
+# Python binding's compress_file and decompress_file at 2 and 16 threads; then
 # the snapshot store with -T2: add the reference (a keyframe), add the input
 # (a delta against the cached reference), restore the input (from the cache,
 # then without it), verify; the last two again with -T16. Every restore is
@@ -33,7 +34,7 @@ fail() { echo "bench-mem: $*" >&2; exit 1; }
 
 [ -n "${BENCH_NO_DEPS:-}" ] || sh tools/deps.sh time
 [ -x /usr/bin/time ] || fail "/usr/bin/time is missing (package time)"
-[ -x ./lmc ] || make lmc
+[ -x ./lmc ] && [ -f ./liblmc.so ] || make lmc liblmc.so
 
 STEPS=$(ls -d "$TRAJ"/step-* 2>/dev/null | sort)
 [ "$(echo "$STEPS" | grep -c .)" -ge 2 ] || fail "need a trajectory with two steps in $TRAJ (run bench/run.sh first)"
@@ -110,6 +111,21 @@ for THREADS in 2 16 24; do
         sh "$Z" "$LMC" "$THREADS" "$REF" "$OUT"
     check "$OUT"; rm -f "$Z"
 done
+# the Python binding's file functions (python/lmc), the reference given as a
+# path; the interpreter's own ~14 MiB count in its RSS
+cp ./liblmc.so "$DIR/liblmc.so"
+PYCODE='import sys; sys.path.insert(0, sys.argv[1]); import lmc
+f = lmc.compress_file if sys.argv[2] == "c" else lmc.decompress_file
+kw = {"dtype": "bf16"} if sys.argv[2] == "c" else {}
+f(sys.argv[3], sys.argv[4], ref=sys.argv[5], threads=int(sys.argv[6]), **kw)'
+for THREADS in 2 16; do
+    Z="$DIR/input.lmc"; OUT="$DIR/restored.bin"
+    measure python "compress_file, ref=path" "$Z" env LMC_LIBRARY="$DIR/liblmc.so" /usr/bin/python3 -c "$PYCODE" \
+        python c "$IN" "$Z" "$REF" "$THREADS"
+    measure python "decompress_file, ref=path" "$OUT" env LMC_LIBRARY="$DIR/liblmc.so" /usr/bin/python3 -c "$PYCODE" \
+        python d "$Z" "$OUT" "$REF" "$THREADS"
+    check "$OUT"; rm -f "$Z"
+done
 THREADS=2
 ST="$DIR/store"; OUT="$DIR/restored.bin"
 "$LMC" store init "$ST" -q
@@ -141,6 +157,7 @@ mkdir -p "$OUTDIR"
     echo "- Each row: \`/usr/bin/time -v ./lmc -T<threads> -f ...\` (files on disk; freshly written, so partly in the page cache); every restore compared with cmp: all identical"
     echo "- bound = the issue's limit, 64 MiB + threads x 2 x chunk size (1 MiB chunks)"
     echo "- generic = default format detection (a concatenation is not safetensors); raw-bf16 = \`--format=raw --dtype=bf16\` on compression; raw-bf16-pipe = the same through pipes (\`cat FILE | lmc ... - > OUT\`)"
+    echo "- python = the Python binding's \`lmc.compress_file\` / \`lmc.decompress_file\` (\`/usr/bin/python3\`, the reference given as a path; the interpreter's own ~14 MiB count in its RSS)"
     echo "- store = \`lmc store\` (doc/store.md): the reference added as a keyframe, the input as a delta against it (from the store's cache), the input restored (the latest snapshot: copied from the cache, then with the cache removed, decoded through the keyframe), everything verified; a store detects the format itself (generic here)"
     echo "- Max RSS counts touched pages of the mmap()ed reference (file-backed, reclaimable) as well as heap"
     echo
