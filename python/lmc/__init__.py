@@ -137,7 +137,7 @@ def compress_file(src, dst=None, ref=None, threads=None, format=None, dtype=None
         st = os.fstat(f.fileno())
         if _stat.S_ISREG(st.st_mode):
             check(lib.lmc_cctx_set_param(c.p, _lib.LMC_P_CONTENT_SIZE, st.st_size), "content size")
-        read = _codec.input_reader(f, c.stream_sizes()[0])
+        read = _codec.input_reader(f, c.stream_sizes()[0], prefer_read=True)
         try:
             with AtomicFile(dst) as out:
                 c.hash_ref_last()   # the header's reference hash is written last
