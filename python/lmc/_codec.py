@@ -233,7 +233,7 @@ class DCtx(_Ctx):
         not all of it before the first chunk: for callers that keep what
         they decode private until the end (a temporary file, tensors not
         yet returned), so that a mapped reference's pages can be dropped
-        behind the decoder (_RefWindow) instead of all coming in first."""
+        behind the decoder (RefWindow) instead of all coming in first."""
         self.p = lib.lmc_dctx_create()
         if not self.p:
             raise MemoryError("lmc_dctx_create failed")
@@ -273,6 +273,9 @@ def dstream_sizes(threads):
 
 # ---------------------------------------------------------------------------
 # streaming drivers
+#
+# read() returns (addr, size) of the next input piece, size 0 at the end.
+# write(addr, size) consumes output.
 
 
 class RefWindow(object):
@@ -307,9 +310,6 @@ class RefWindow(object):
         if hi < self.size:
             self.mm.madvise(mmap.MADV_DONTNEED, hi, self.size - hi)
         self.last = pos
-#
-# read() returns (addr, size) of the next input piece, size 0 at the end.
-# write(addr, size) consumes output.
 
 
 class _Staging(object):
