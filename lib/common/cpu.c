@@ -23,7 +23,8 @@ unsigned lmc_cpu_features(void)
           | (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")
              && __builtin_cpu_supports("popcnt") ? (int)LMC_CPU_AVX512 : 0)
           /* every CPU with VBMI but Cannon Lake has VBMI2 too; that one takes the AVX-512 paths */
-          | (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") ? (int)LMC_CPU_VBMI : 0)
+          | (__builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2")
+             && __builtin_cpu_supports("avx512dq") ? (int)LMC_CPU_VBMI : 0)
           | (__builtin_cpu_is("intel") ? (int)LMC_CPU_FASTGATHER : 0);
         atomic_store_explicit(&cached, c, memory_order_relaxed);
     }

@@ -81,7 +81,7 @@ LMC_FORCE_INLINE void lmc_wr24(void* p, uint32_t v) {
 #define LMC_CPU_AVX2 2u
 #define LMC_CPU_BMI1 4u
 #define LMC_CPU_AVX512 8u   /* AVX-512 F, BW and VL, with the OS saving the zmm registers */
-#define LMC_CPU_VBMI 16u    /* AVX-512 VBMI and VBMI2 (byte permutes across a zmm, double shifts), with LMC_CPU_AVX512 */
+#define LMC_CPU_VBMI 16u    /* AVX-512 VBMI, VBMI2 and DQ (byte permutes across a zmm, double shifts, quadword multiplies), with LMC_CPU_AVX512 */
 /* Not an instruction set: gathers cost about as much as the shuffles that
  * could replace them (Intel cores, whose 512-bit shuffles share one port
  * with the rest of the loops' work), so a loop keeps its gathers there. Set
@@ -117,8 +117,9 @@ static inline int lmc_cpu_has_avx2(void) { return (lmc_cpu_features() & LMC_CPU_
 #  define LMC_CPU_AVX512_SET (LMC_CPU_AVX2_SET | LMC_CPU_AVX512)
 static inline int lmc_cpu_has_avx512(void) { return (lmc_cpu_features() & LMC_CPU_AVX512_SET) == LMC_CPU_AVX512_SET; }
 /* AVX-512 VBMI: a 256-entry byte table in four registers, looked up 64 at
- * a time, where the AVX-512 set alone would gather */
-#  define LMC_TARGET_AVX512VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx512vbmi2,avx2,bmi,bmi2,popcnt")))
+ * a time, where the AVX-512 set alone would gather. With DQ (quadword
+ * multiplies), which every CPU with VBMI has. */
+#  define LMC_TARGET_AVX512VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi,avx512vbmi2,avx2,bmi,bmi2,popcnt")))
 #  define LMC_CPU_VBMI_SET (LMC_CPU_AVX512_SET | LMC_CPU_VBMI)
 static inline int lmc_cpu_has_avx512vbmi(void) { return (lmc_cpu_features() & LMC_CPU_VBMI_SET) == LMC_CPU_VBMI_SET; }
 static inline int lmc_cpu_gathers_fast(void) { return (lmc_cpu_features() & LMC_CPU_FASTGATHER) != 0; }

@@ -859,11 +859,15 @@ LMC_TARGET_AVX512VBMI static size_t apply16_vbmi(lmc_refctx_dws* ws, uint8_t* ds
             continue;
         }
         __m512i const tk = _mm512_cvtepu8_epi16(tb);
-        __m512i const nb = _mm512_subs_epu16(_mm512_srli_epi16(_mm512_add_epi16(tk, one), 1), one);
-        /* inclusive prefix sums: within each lane, then the lanes before */
-        __m512i p = _mm512_add_epi16(nb, _mm512_bslli_epi128(nb, 2));
-        p = _mm512_add_epi16(p, _mm512_bslli_epi128(p, 4));
-        p = _mm512_add_epi16(p, _mm512_bslli_epi128(p, 8));
+        /* the raw-bit counts, (tk + 1) / 2 - 1 at least 0, as bytes; their
+         * inclusive prefix sums within each 8 (at most 8 * 14) by a multiply
+         * of each quadword by 0x0101010101010101, then widened, a quadword
+         * to a 128-bit lane; then the lanes before. (Three shifts and adds
+         * in word lanes before 2026-12-05: this is 2-3 % faster decoding,
+         * bench/ab.sh on the bf16 deltas of traj-3m and t19m.) */
+        __m256i const nb8 = _mm256_subs_epu8(_mm256_avg_epu8(tb, _mm256_setzero_si256()), _mm256_set1_epi8(1));
+        __m512i const nb = _mm512_cvtepu8_epi16(nb8);
+        __m512i p = _mm512_cvtepu8_epi16(_mm256_mullo_epi64(nb8, _mm256_set1_epi64x(0x0101010101010101ll)));
         p = _mm512_mask_add_epi16(p, 0xFFFFFF00u, p, _mm512_permutexvar_epi16(last1, p));
         p = _mm512_mask_add_epi16(p, 0xFFFF0000u, p, _mm512_permutexvar_epi16(last2, p));
         unsigned const total = (unsigned)_mm_extract_epi16(_mm512_extracti32x4_epi32(p, 3), 7);
