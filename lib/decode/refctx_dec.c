@@ -954,16 +954,15 @@ LMC_TARGET_AVX512VBMI LMC_FORCE_INLINE int apply32_positions_dq(const lmc_refctx
 LMC_TARGET_AVX512 LMC_FORCE_INLINE uint32_t apply32_values(size_t j, uint8_t* dst, const uint8_t* ref, const apply32_lanes* l,
                                                            const __m512i w[2], __m512i* bad)
 {
-    __m512i const one = _mm512_set1_epi32(1), one64 = _mm512_set1_epi64(1);
+    __m512i const one = _mm512_set1_epi32(1);
     __m512i const lo31 = _mm512_set1_epi32(0x7FFFFFFF), sbit = _mm512_set1_epi32((int)0x80000000u);
-    __m512i low[2];
-    for (int h = 0; h < 2; h++) {
-        __m256i const sh8 = h ? _mm512_extracti64x4_epi64(l->sh, 1) : _mm512_castsi512_si256(l->sh);
-        __m256i const nb8 = h ? _mm512_extracti64x4_epi64(l->nb, 1) : _mm512_castsi512_si256(l->nb);
-        __m512i const msk = _mm512_sub_epi64(_mm512_sllv_epi64(one64, _mm512_cvtepu32_epi64(nb8)), one64);
-        low[h] = _mm512_and_si512(_mm512_srlv_epi64(w[h], _mm512_cvtepu32_epi64(sh8)), msk);
-    }
-    __m512i const e = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(low[0])), _mm512_cvtepi64_epi32(low[1]), 1);
+    /* each value's bits (at most 30, from bit sh <= 7 of its word) lie in
+     * the low half of its shifted word: the halves of the 16 shifted words
+     * by one permute, then masked in 32-bit lanes */
+    __m512i const s0 = _mm512_srlv_epi64(w[0], _mm512_cvtepu32_epi64(_mm512_castsi512_si256(l->sh)));
+    __m512i const s1 = _mm512_srlv_epi64(w[1], _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(l->sh, 1)));
+    __m512i const lows = _mm512_permutex2var_epi32(s0, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), s1);
+    __m512i const e = _mm512_and_si512(lows, _mm512_sub_epi32(_mm512_sllv_epi32(one, l->nb), one));
     __mmask16 const pos_tok = _mm512_test_epi32_mask(l->tk, one);
     __m512i const b = _mm512_mask_blend_epi32(pos_tok, _mm512_sub_epi32(one, _mm512_sllv_epi32(one, l->k)),
                                               _mm512_sllv_epi32(one, _mm512_sub_epi32(l->k, one)));
