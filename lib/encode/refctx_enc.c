@@ -656,7 +656,7 @@ size_t lmc_refctx_prepare(lmc_refctx_ws* ws, const uint8_t* src, const uint8_t* 
  * wide block reads only efc: the scalar fields (RC_PUT's) are filled only
  * where scalar is set (that loop is not used, or a tail of tokens goes
  * through RC_PUT): they cost a 64-bit division per symbol of each group. */
-static void key_tables(lmc_refctx_ws* ws, int scalar, int planes)
+static void key_tables(lmc_refctx_ws* ws, int scalar)
 {
     unsigned const alpha = ws->alpha;
     uint64_t rc[LMC_REFCTX_ALPHA_MAX];
@@ -685,10 +685,6 @@ static void key_tables(lmc_refctx_ws* ws, int scalar, int planes)
             }
             cum += fs;
         }
-        if (planes) {
-            for (unsigned s = 0; s < 64; s++)
-                for (unsigned j = 0; j < 4; j++) ws->eplane[g][j][s] = s < alpha ? (uint8_t)(fc[s] >> (8 * j)) : 0;
-        }
         /* present contexts of group g: those below the next bound */
         unsigned const end = g + 1 < ws->ngroups ? ws->bound[g + 1] : LMC_REFCTX_CONTEXTS;
         for (; c < ws->npresent && ws->present[c] < end; c++) {
@@ -700,13 +696,6 @@ static void key_tables(lmc_refctx_ws* ws, int scalar, int planes)
                 memcpy(ws->ecmpl + row, cm, alpha * sizeof(cm[0]));
             }
             if (lanes) memcpy(ws->efc + row, fc, alpha * sizeof(fc[0]));
-        }
-    }
-    if (planes) {
-        unsigned const lo = ws->present[0];
-        for (unsigned i = 0; i < LMC_REFCTX_CONTEXTS; i++) {
-            unsigned const g = ws->map[(lo + i) & (LMC_REFCTX_CONTEXTS - 1)];
-            ws->egroup[i] = (uint8_t)((g & 1) << 6 | g >> 1);
         }
     }
 }
@@ -909,94 +898,60 @@ LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size
 #endif
 
 #if LMC_HAS_AVX512_DISPATCH
-/* rc_rounds32_avx512 with the fields looked up 64 tokens at a time in
- * registers (vpermb) instead of gathered: on the AMD EPYC VM (Zen 5) the
- * two 16-lane gathers of a round took about a quarter of bf16 delta
- * compression. Each key (context * 65 + token) is split into its context
- * (a multiply-high by 4033, exact below 256 * 65) and token; each token's
- * group comes from its context by one or two two-table permutes (egroup),
- * and the four byte planes of its fields from those of its pair of groups,
- * one pair at a time, by token and the group's low bit. (Until 2026-12-03
- * group 0's planes were looked up for every token and each later group's
- * overwrote the tokens of its contexts: 5 permutes a group rather than a
- * pair; the encode stage of the bf16 delta, 7-9 groups a block, ran 4-7 %
- * faster this way.) The bytes of the 64
- * tokens are put in an order (put64) that the interleaving of the planes
- * (bytes to words to double words, within 128-bit lanes) turns back into
- * token order, 16 tokens a vector. Only for tokens below 64 (every bf16
- * block; an fp32 block without token 64), and not where gathers are fast:
- * about 5 permutes per pair of groups for 64 tokens (a bf16 block has
- * 7-11 groups) would load the one port that an Intel core's 512-bit
- * shuffles, compresses and gathers share, which bounds this loop there
- * (doc/refctx.md, "An integer quotient"). Not measured on Intel. */
-LMC_TARGET_AVX512VBMI static size_t rc_rounds32_vbmi(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
+/* Keeps gcc from vectorising a loop of table lookups (into extracts and
+ * inserts on the vector ports) */
+#if defined(__GNUC__)
+#  define LMC_SCALAR_ONLY(v) __asm__("" : "+r"(v))
+#else
+#  define LMC_SCALAR_ONLY(v) ((void)0)
+#endif
+/* rc_rounds32_avx512 with each token's fields (efc) looked up by scalar
+ * loads and stores, a round of 64 tokens ahead, into a ring of two rounds
+ * that the vector loop then loads whole: the rANS arithmetic keeps the
+ * vector ports busy, and the integer ports and the load and store units
+ * have room for the lookups beside it. For where gathers are slow (the AMD
+ * EPYC VMs, Zen 5): the two 16-lane gathers of a round took about a
+ * quarter of bf16 delta compression. Until 2026-12-05 the fields came from
+ * byte permutes of per-group planes (about 5 permutes a pair of groups for
+ * 64 tokens, on the ports the arithmetic uses): this is 4.0-4.3 % faster
+ * compressing the bf16 deltas of traj-3m and t19m, 1.6 % the moments
+ * delta (bench/ab.sh), the same bytes. Filling the ring after the round's
+ * coding instead of before was 13 % slower; two rounds ahead, no faster;
+ * two fields a 64-bit store, slower. */
+LMC_TARGET_AVX512 static size_t rc_rounds32_ring(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
 {
-    /* byte p = 16 L + 4 r + j of the planes holds token 16 r + 4 L + j, taken
-     * from the low byte of its word among the two vectors of 32 keys */
-    uint8_t put64[64];
-    for (unsigned p = 0; p < 64; p++) put64[p] = (uint8_t)(2 * (16 * ((p >> 2) & 3) + 4 * (p >> 4) + (p & 3)));
-    __m512i const put = _mm512_loadu_si512((const void*)put64);
-    __m512i const mul = _mm512_set1_epi16(4033), k65 = _mm512_set1_epi16(65);
-    __m512i const b40 = _mm512_set1_epi8(0x40), b3f = _mm512_set1_epi8(0x3F);
-    __m512i const lo8 = _mm512_set1_epi8((char)ws->present[0]);
-    /* contexts within 128 of the first: half of egroup holds them all */
-    int const narrow = ws->present[ws->npresent - 1] - ws->present[0] < 128;
-    __m512i const e0 = _mm512_loadu_si512((const void*)ws->egroup), e1 = _mm512_loadu_si512((const void*)(ws->egroup + 64));
-    __m512i const e2 = _mm512_loadu_si512((const void*)(ws->egroup + 128)), e3 = _mm512_loadu_si512((const void*)(ws->egroup + 192));
-    unsigned const G = ws->ngroups;
+    uint32_t ring[2][64] __attribute__((aligned(64)));
+    const uint32_t* const efc = ws->efc;
+    const uint16_t* const key = ws->key;
     __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
     if (i & 32) {   /* an odd round first: the loop below takes two */
         i -= LMC_REFCTX_STATES_WIDE;
-        __m512i const kb = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ws->key + i + 16)));
-        __m512i const ka = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(ws->key + i)));
+        __m512i const kb = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(key + i + 16)));
+        __m512i const ka = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(key + i)));
         nk = rc_lanes(ws, kb, &xb, wp, nk);
         nk = rc_lanes(ws, ka, &xa, wp, nk);
     }
+    unsigned cur = 0;   /* the ring's round to code */
+    if (i)
+        for (unsigned j = 0; j < 64; j++) ring[0][j] = efc[key[i - 64 + j]];
     while (i) {
         i -= 2 * LMC_REFCTX_STATES_WIDE;
-        __m512i const k0 = _mm512_loadu_si512((const void*)(ws->key + i));
-        __m512i const k1 = _mm512_loadu_si512((const void*)(ws->key + i + 32));
-        __m512i const c0 = _mm512_srli_epi16(_mm512_mulhi_epu16(k0, mul), 2);
-        __m512i const c1 = _mm512_srli_epi16(_mm512_mulhi_epu16(k1, mul), 2);
-        __m512i const t0 = _mm512_sub_epi16(k0, _mm512_mullo_epi16(c0, k65));
-        __m512i const t1 = _mm512_sub_epi16(k1, _mm512_mullo_epi16(c1, k65));
-        __m512i const ctx = _mm512_permutex2var_epi8(c0, put, c1);
-        __m512i const tok = _mm512_permutex2var_epi8(t0, put, t1);
-        __m512i p0, p1, p2, p3;
-        if (G == 1) {
-            p0 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][0]));
-            p1 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][1]));
-            p2 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][2]));
-            p3 = _mm512_permutexvar_epi8(tok, _mm512_loadu_si512((const void*)ws->eplane[0][3]));
-        } else {
-            /* the tokens' groups (egroup, by context less the first), then
-             * their fields from the planes of their pair of groups, bit 6
-             * of the index picking one of the two: a pair's lookup writes
-             * only its own tokens' lanes, where the indices still are */
-            __m512i const cr = _mm512_sub_epi8(ctx, lo8);
-            __m512i grp = _mm512_permutex2var_epi8(e0, cr, e1);
-            if (!narrow) grp = _mm512_mask_blend_epi8(_mm512_movepi8_mask(cr), grp, _mm512_permutex2var_epi8(e2, cr, e3));
-            __m512i const idx = _mm512_ternarylogic_epi32(tok, grp, b40, 0xF8);   /* tok | grp & 0x40 */
-            p0 = p1 = p2 = p3 = idx;
-            __m512i const pair = _mm512_and_si512(grp, b3f);
-            for (unsigned g = 0; g < G; g += 2) {
-                __mmask64 const in = _mm512_cmpeq_epi8_mask(pair, _mm512_set1_epi8((char)(g >> 1)));
-                p0 = _mm512_mask2_permutex2var_epi8(_mm512_loadu_si512((const void*)ws->eplane[g][0]), p0, in,
-                                                    _mm512_loadu_si512((const void*)ws->eplane[g + 1][0]));
-                p1 = _mm512_mask2_permutex2var_epi8(_mm512_loadu_si512((const void*)ws->eplane[g][1]), p1, in,
-                                                    _mm512_loadu_si512((const void*)ws->eplane[g + 1][1]));
-                p2 = _mm512_mask2_permutex2var_epi8(_mm512_loadu_si512((const void*)ws->eplane[g][2]), p2, in,
-                                                    _mm512_loadu_si512((const void*)ws->eplane[g + 1][2]));
-                p3 = _mm512_mask2_permutex2var_epi8(_mm512_loadu_si512((const void*)ws->eplane[g][3]), p3, in,
-                                                    _mm512_loadu_si512((const void*)ws->eplane[g + 1][3]));
+        if (i) {
+            uint32_t* const nx = ring[cur ^ 1];
+            const uint16_t* const k = key + i - 64;
+            for (unsigned j = 0; j < 64; j += 4) {
+                uint64_t kk = lmc_rd64(k + j);   /* four keys */
+                LMC_SCALAR_ONLY(kk);
+                nx[j] = efc[kk & 0xFFFF]; nx[j + 1] = efc[(kk >> 16) & 0xFFFF];
+                nx[j + 2] = efc[(kk >> 32) & 0xFFFF]; nx[j + 3] = efc[kk >> 48];
             }
         }
-        __m512i const lo01 = _mm512_unpacklo_epi8(p0, p1), hi01 = _mm512_unpackhi_epi8(p0, p1);
-        __m512i const lo23 = _mm512_unpacklo_epi8(p2, p3), hi23 = _mm512_unpackhi_epi8(p2, p3);
-        nk = rc_lanes_fc(_mm512_unpackhi_epi16(hi01, hi23), &xb, wp, nk);   /* tokens i + 48 .. i + 63 */
-        nk = rc_lanes_fc(_mm512_unpacklo_epi16(hi01, hi23), &xa, wp, nk);   /* i + 32 .. */
-        nk = rc_lanes_fc(_mm512_unpackhi_epi16(lo01, lo23), &xb, wp, nk);   /* i + 16 .. */
-        nk = rc_lanes_fc(_mm512_unpacklo_epi16(lo01, lo23), &xa, wp, nk);   /* i .. i + 15 */
+        const uint32_t* const r = ring[cur];
+        nk = rc_lanes_fc(_mm512_load_si512((const void*)(r + 48)), &xb, wp, nk);   /* tokens i + 48 .. i + 63 */
+        nk = rc_lanes_fc(_mm512_load_si512((const void*)(r + 32)), &xa, wp, nk);
+        nk = rc_lanes_fc(_mm512_load_si512((const void*)(r + 16)), &xb, wp, nk);
+        nk = rc_lanes_fc(_mm512_load_si512((const void*)r), &xa, wp, nk);
+        cur ^= 1;
     }
     _mm512_storeu_si512((void*)x, xa);
     _mm512_storeu_si512((void*)(x + 16), xb);
@@ -1030,13 +985,11 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
     unsigned const S = ws->states;
     size_t const raw_at = head + 4 * S + 4;
     if (raw_at + raw_bytes > cap) return 0;
-    int lanes512 = 0, vbmi = 0;
+    int lanes512 = 0;
 #if LMC_HAS_AVX512_DISPATCH
     lanes512 = S == LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512();
-    vbmi = lanes512 && m >= 2 * LMC_REFCTX_STATES_WIDE && lmc_cpu_has_avx512vbmi() && !lmc_cpu_gathers_fast();
-    for (unsigned g = 0; g < G && vbmi; g++) vbmi = alpha <= 64 || !ws->freq[g][64];
 #endif
-    key_tables(ws, !lanes512 || (m & (S - 1)), vbmi);
+    key_tables(ws, !lanes512 || (m & (S - 1)));
 
     /* tokens, backwards; symbol i uses state i mod S and the table of its context */
     uint8_t* const wend = ws->words + sizeof(ws->words);
@@ -1054,7 +1007,7 @@ size_t lmc_refctx_encode(lmc_refctx_ws* ws, uint8_t* dst, size_t cap)
         x[i & (S - 1)] = xs;
     }
 #if LMC_HAS_AVX512_DISPATCH
-    if (vbmi) nk = rc_rounds32_vbmi(ws, i, x, wp, nk);
+    if (lanes512 && !lmc_cpu_gathers_fast()) nk = rc_rounds32_ring(ws, i, x, wp, nk);
     else if (lanes512) nk = rc_rounds32_avx512(ws, i, x, wp, nk);
     else
 #endif

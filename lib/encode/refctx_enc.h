@@ -44,12 +44,6 @@ typedef struct {
     /* the same for the AVX-512 coder of 32 states: frequency | cumulative
      * frequency << 13 (it divides by the frequency in floats, see rc_next) */
     uint32_t efc[LMC_REFCTX_KEYS];
-    /* the same fields for the VBMI coder, by group and token (< 64): byte j
-     * of efc's word in plane j; and by context less the block's first one
-     * (mod 256), its group g as (g & 1) << 6 | g >> 1: the bit that picks
-     * one of a pair's two planes, and the pair */
-    uint8_t  eplane[LMC_REFCTX_MAX_GROUPS][4][64];
-    uint8_t  egroup[LMC_REFCTX_CONTEXTS];
     uint32_t gcount[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];  /* merge scratch */
     uint8_t  words[2 * LMC_VBLOCK_MAX + 64];     /* renormalisation words, written backwards */
 } lmc_refctx_ws;
