@@ -1010,10 +1010,11 @@ LMC_TARGET_AVX512VBMI static size_t apply32_vbmi(lmc_refctx_dws* ws, uint8_t* ds
 {
     const uint8_t* const raw = rb->p;
     size_t const raw_size = (size_t)(rb->lim - rb->p);
-    __m512i const spread = _mm512_set_epi8(56, 56, 56, 56, 56, 56, 56, 56, 48, 48, 48, 48, 48, 48, 48, 48,
-                                           40, 40, 40, 40, 40, 40, 40, 40, 32, 32, 32, 32, 32, 32, 32, 32,
-                                           24, 24, 24, 24, 24, 24, 24, 24, 16, 16, 16, 16, 16, 16, 16, 16,
-                                           8, 8, 8, 8, 8, 8, 8, 8, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i const spread0 = _mm512_set_epi8(28, 28, 28, 28, 28, 28, 28, 28, 24, 24, 24, 24, 24, 24, 24, 24,
+                                            20, 20, 20, 20, 20, 20, 20, 20, 16, 16, 16, 16, 16, 16, 16, 16,
+                                            12, 12, 12, 12, 12, 12, 12, 12, 8, 8, 8, 8, 8, 8, 8, 8,
+                                            4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i const spread1 = _mm512_add_epi8(spread0, _mm512_set1_epi8(32));
     __m512i const step = _mm512_set1_epi64(0x0706050403020100);
     __m512i bad = _mm512_setzero_si512();
     __m256i bad2 = _mm256_setzero_si256();
@@ -1029,12 +1030,11 @@ LMC_TARGET_AVX512VBMI static size_t apply32_vbmi(lmc_refctx_dws* ws, uint8_t* ds
         }
         const uint8_t* const base = raw + (off >> 3);
         __m512i const lo = _mm512_loadu_si512((const void*)base), hi = _mm512_loadu_si512((const void*)(base + 64));
-        __m512i w[2];
-        for (int h = 0; h < 2; h++) {
-            __m512i const at = _mm512_cvtepu32_epi64(h ? _mm512_extracti64x4_epi64(l.at, 1) : _mm512_castsi512_si256(l.at));
-            __m512i const idx = _mm512_add_epi8(_mm512_permutexvar_epi8(spread, at), step);
-            w[h] = _mm512_permutex2var_epi8(lo, idx, hi);
-        }
+        /* byte at + b of value 8 h + q into byte b of quadword q of w[h]:
+         * the low byte of each value's at spread over its quadword */
+        __m512i const w[2] = {
+            _mm512_permutex2var_epi8(lo, _mm512_add_epi8(_mm512_permutexvar_epi8(spread0, l.at), step), hi),
+            _mm512_permutex2var_epi8(lo, _mm512_add_epi8(_mm512_permutexvar_epi8(spread1, l.at), step), hi) };
         off += apply32_values(j, dst, ref, &l, w, &bad);
     }
     LMC_RETURN_IF(_mm512_test_epi32_mask(bad, _mm512_set1_epi32((int)0x80000000u)), CORRUPT);   /* bit 31 of a lane */
