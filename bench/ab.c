@@ -18,10 +18,8 @@
  * faster. Both builds must give the same frame (it is checked), and every
  * decompression the original bytes. */
 #include "lmc.h"
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include "bench_util.h"
 
 /* the other build, renamed */
 lmc_cctx* old_lmc_cctx_create(void);
@@ -34,33 +32,6 @@ void old_lmc_dctx_free(lmc_dctx*);
 size_t old_lmc_dctx_set_param(lmc_dctx*, lmc_dparam, long long);
 size_t old_lmc_dctx_set_ref_hashed(lmc_dctx*, const void*, size_t, uint64_t);
 size_t old_lmc_decompress(lmc_dctx*, void*, size_t, const void*, size_t);
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void* slurp(const char* path, size_t* n)
-{
-    FILE* const f = fopen(path, "rb");
-    if (!f) { perror(path); exit(2); }
-    fseek(f, 0, SEEK_END);
-    long const size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void* const b = malloc(size > 0 ? (size_t)size : 1);
-    if (!b || fread(b, 1, (size_t)size, f) != (size_t)size) { fprintf(stderr, "%s: read failed\n", path); exit(2); }
-    fclose(f);
-    *n = (size_t)size;
-    return b;
-}
-
-static int by_value(const void* a, const void* b)
-{
-    double const x = *(const double*)a, y = *(const double*)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char** argv)
 {
@@ -125,9 +96,9 @@ int main(int argc, char** argv)
             (old ? t_old : t_new)[i] = t;
         }
     for (int i = 0; i < rounds; i++) ratio[i] = t_old[i] / t_new[i];
-    qsort(t_old, (size_t)rounds, sizeof(double), by_value);
-    qsort(t_new, (size_t)rounds, sizeof(double), by_value);
-    qsort(ratio, (size_t)rounds, sizeof(double), by_value);
+    qsort(t_old, (size_t)rounds, sizeof(double), cmpd);
+    qsort(t_new, (size_t)rounds, sizeof(double), cmpd);
+    qsort(ratio, (size_t)rounds, sizeof(double), cmpd);
     double const mb = (double)n / 1e6;
     printf("%s, %s, %d thread%s, %d rounds: old %.0f MB/s (best %.0f), new %.0f MB/s (best %.0f); "
            "new / old per round %.3f (quartiles %.3f, %.3f)\n",

@@ -27,5 +27,5 @@ if [ ! -f "$dir/liblmc_old.a" ]; then
     nm --defined-only -g "$wt/liblmc.a" | awk 'NF == 3 { print $3 " old_" $3 }' | sort -u > "$dir/syms"
     objcopy --redefine-syms="$dir/syms" "$wt/liblmc.a" "$dir/liblmc_old.a"
 fi
-gcc -O2 -Wall -Wextra -Iinclude bench/ab.c liblmc.a "$dir/liblmc_old.a" -ljansson -lpthread -lm -o "$dir/ab"
+gcc -O2 -Wall -Wextra -Iinclude -Ibench bench/ab.c liblmc.a "$dir/liblmc_old.a" -ljansson -lpthread -lm -o "$dir/ab"
 "$dir/ab" "$@"
