@@ -913,9 +913,9 @@ LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size
  * EPYC VMs, Zen 5): the two 16-lane gathers of a round took about a
  * quarter of bf16 delta compression. Until 2026-12-05 the fields came from
  * byte permutes of per-group planes (about 5 permutes a pair of groups for
- * 64 tokens, on the ports the arithmetic uses): this is 4.0-4.3 % faster
- * compressing the bf16 deltas of traj-3m and t19m, 1.6 % the moments
- * delta (bench/ab.sh), the same bytes. Filling the ring after the round's
+ * 64 tokens, on the ports the arithmetic uses): this is 3.3-4.3 % faster
+ * compressing the bf16 deltas of traj-3m and t19m, 2.7 % the fp32 delta,
+ * 1.1-1.6 % the moments delta (bench/ab.sh), the same bytes. Filling the ring after the round's
  * coding instead of before was 13 % slower; two rounds ahead, no faster;
  * two fields a 64-bit store, slower. */
 LMC_TARGET_AVX512 static size_t rc_rounds32_ring(const lmc_refctx_ws* ws, size_t i, uint32_t* x, uint8_t* wp, size_t nk)
