@@ -42,6 +42,43 @@ static void set_n(file_t* f, uint64_t n)
     for (int i = 0; i < 8; i++) f->buf[i] = (unsigned char)(n >> (8 * i));
 }
 
+static void assert_same_info(const lmc_st_info* a, const lmc_st_info* b)
+{
+    assert_int_equal(a->header_total, b->header_total);
+    assert_int_equal(a->data_end, b->data_end);
+    assert_int_equal(a->count, b->count);
+    for (size_t i = 0; i < a->count; i++) {
+        const lmc_st_tensor *x = &a->tensors[i], *y = &b->tensors[i];
+        assert_int_equal(x->name_len, y->name_len);
+        assert_memory_equal(x->name, y->name, x->name_len + 1);
+        assert_int_equal(x->dtype, y->dtype);
+        assert_int_equal(x->width, y->width);
+        assert_int_equal(x->ndim, y->ndim);
+        assert_memory_equal(x->shape, y->shape, sizeof x->shape);
+        assert_int_equal(x->begin, y->begin);
+        assert_int_equal(x->end, y->end);
+        assert_int_equal(a->by_name[i], b->by_name[i]);
+    }
+}
+
+/* One parse with each parser: jansson's verdict is the answer, and the fast
+ * scanner either declines or gives the same verdict and tensors. Returns
+ * the verdict; *fast (if not NULL) says whether the scanner took it. */
+static int parse_checked(const file_t* f, uint64_t file_size, int* fast)
+{
+    lmc_st_info any, lib, fst;
+    int const r = lmc_st_parse(&any, f->buf, f->size, file_size);
+    int const rl = lmc_st_parse_with(&lib, f->buf, f->size, file_size, LMC_ST_JSON_LIB);
+    int const rf = lmc_st_parse_with(&fst, f->buf, f->size, file_size, LMC_ST_FAST_ONLY);
+    assert_int_equal(r, rl);
+    if (rf != LMC_ST_DECLINED) assert_int_equal(rf, rl);
+    if (r == 0) assert_same_info(&any, &lib);
+    if (rf == 0) assert_same_info(&fst, &lib);
+    lmc_st_free(&any); lmc_st_free(&lib); lmc_st_free(&fst);
+    if (fast) *fast = rf != LMC_ST_DECLINED;
+    return r;
+}
+
 /* Parses with the exact file size and with an unknown size; both must agree
  * on failure for the header-only cases below. */
 static int parse_both(const char* json, size_t data_len)
@@ -56,8 +93,20 @@ static int parse_both(const char* json, size_t data_len)
     assert_int_equal(info.count, 0);
     assert_null(info.tensors);
     assert_null(info.by_name);
+    assert_int_equal(parse_checked(&f, f.size, NULL), r1);
+    assert_int_equal(parse_checked(&f, UINT64_MAX, NULL), r2);
     free(f.buf);
     return r1 == 0 && r2 == 0 ? 0 : -1;
+}
+
+/* The verdict on `json` (with data_len data bytes) and whether the fast
+ * scanner reached it itself. */
+static int parse_fast(const char* json, size_t pad, size_t data_len, int* fast)
+{
+    file_t f = make_file(json, pad, data_len);
+    int const r = parse_checked(&f, f.size, fast);
+    free(f.buf);
+    return r;
 }
 
 static const char valid_json[] =
@@ -128,6 +177,52 @@ static void test_valid(void** state)
     assert_int_equal(lmc_st_parse(&info, f.buf, f.size, f.size + 1), -1);
     assert_int_equal(lmc_st_parse(&info, f.buf, f.size, f.size - 1), -1);
     free(f.buf);
+}
+
+#define T1(dt, sh, off) "{\"t\":{\"dtype\":\"" dt "\",\"shape\":" sh ",\"data_offsets\":" off "}}"
+
+/* Headers as writers produce them are read by the fast scanner; anything
+ * outside its subset of JSON goes to jansson, with the same verdicts. */
+static void test_fast_path(void** state)
+{
+    (void)state;
+    int fast = 0;
+    assert_int_equal(parse_fast(valid_json, 0, 45, &fast), 0);
+    assert_true(fast);
+    assert_int_equal(parse_fast(valid_json, 7, 45, &fast), 0);   /* padded to 8 bytes */
+    assert_true(fast);
+    assert_int_equal(parse_fast(" {\n  \"a\" : {\"shape\" :[ 2 , 1 ],\r\n\t\"data_offsets\": [0, 2], \"dtype\":\"U8\"} }", 0, 2, &fast), 0);
+    assert_true(fast);
+    assert_int_equal(parse_fast("{}", 0, 0, &fast), 0);
+    assert_true(fast);
+    /* plain syntax, wrong content: the scanner's verdict */
+    assert_int_equal(parse_fast(T1("F32", "[2]", "[0,4]"), 0, 4, &fast), -1);
+    assert_true(fast);
+    assert_int_equal(parse_fast(T1("F128", "[2]", "[0,8]"), 0, 8, &fast), -1);
+    assert_true(fast);
+    assert_int_equal(parse_fast("{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+                                "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[3,5]}}", 0, 5, &fast), -1);
+    assert_true(fast);
+    /* outside the subset: jansson decides */
+    assert_int_equal(parse_fast("{\"a\\\"b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 0, 1, &fast), 0);
+    assert_false(fast);   /* an escape */
+    assert_int_equal(parse_fast("{\"caf\xc3\xa9\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 0, 1, &fast), 0);
+    assert_false(fast);   /* UTF-8 beyond ASCII */
+    assert_int_equal(parse_fast("{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":0}}", 0, 1, &fast), 0);
+    assert_false(fast);   /* a key beside the three */
+    assert_int_equal(parse_fast("{\"__metadata__\":{\"a\":\"b\",\"a\":\"c\"}}", 0, 0, &fast), -1);
+    assert_false(fast);   /* duplicate metadata key */
+    assert_int_equal(parse_fast("{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                                "\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 0, 2, &fast), -1);
+    assert_false(fast);   /* duplicate tensor name */
+    assert_int_equal(parse_fast(T1("U8", "[1.0]", "[0,1]"), 0, 1, &fast), -1);
+    assert_false(fast);
+    assert_int_equal(parse_fast(T1("U8", "[01]", "[0,1]"), 0, 1, &fast), -1);
+    assert_false(fast);
+    assert_int_equal(parse_fast(T1("U8", "[1]", "[0,1000000000000000000]"), 0, 1, &fast), -1);
+    assert_false(fast);   /* 19 digits */
+    assert_int_equal(parse_fast(T1("U8", "[1]", "[0,1]") "x", 0, 1, &fast), -1);
+    assert_false(fast);
 }
 
 static void test_whitespace_padding(void** state)
@@ -213,8 +308,6 @@ static void test_dtypes(void** state)
     /* Case matters, as in the reference. */
     assert_int_equal(parse_both("{\"t\":{\"dtype\":\"bf16\",\"shape\":[1],\"data_offsets\":[0,2]}}", 2), -1);
 }
-
-#define T1(dt, sh, off) "{\"t\":{\"dtype\":\"" dt "\",\"shape\":" sh ",\"data_offsets\":" off "}}"
 
 static void test_invalid_headers(void** state)
 {
@@ -472,6 +565,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_fast_path),
         cmocka_unit_test(test_whitespace_padding),
         cmocka_unit_test(test_empty_and_zero_size),
         cmocka_unit_test(test_dtypes),

@@ -53,6 +53,15 @@ int lmc_st_probe(const void* buf, size_t avail, uint64_t* header_total);
  * buffer from 0 with no gap or overlap; no duplicate names. Allocates. */
 int lmc_st_parse(lmc_st_info* info, const void* buf, size_t avail, uint64_t file_size);
 
+/* lmc_st_parse with a choice of parser, for tests and fuzzing. Headers in
+ * the plain subset of JSON that writers produce are read by a fast scanner,
+ * the rest by jansson (LMC_ST_ANY); both give the same result where both
+ * apply. LMC_ST_FAST_ONLY returns LMC_ST_DECLINED where the scanner would
+ * hand the header over. */
+typedef enum { LMC_ST_ANY = 0, LMC_ST_JSON_LIB = 1, LMC_ST_FAST_ONLY = 2 } lmc_st_parser;
+#define LMC_ST_DECLINED (-2)
+int lmc_st_parse_with(lmc_st_info* info, const void* buf, size_t avail, uint64_t file_size, lmc_st_parser how);
+
 void lmc_st_free(lmc_st_info* info);
 
 /* Index of the tensor named `name` (length name_len) in info, or -1. O(log n):
