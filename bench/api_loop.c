@@ -59,6 +59,8 @@ int main(int argc, char** argv)
     lmc_cctx_set_param(c, LMC_P_THREADS, threads);
     const char* const bal = getenv("BALANCE");   /* LMC_P_CHUNK_BALANCE, for A/B runs */
     if (bal) lmc_cctx_set_param(c, LMC_P_CHUNK_BALANCE, atoi(bal));
+    const char* const cm = getenv("CODERS");   /* LMC_P_CODERS mask, e.g. 0x7f without ANS1 */
+    if (cm) lmc_cctx_set_param(c, LMC_P_CODERS, strtoll(cm, NULL, 0));
     const char* const dt = getenv("DTYPE");
     if (dt) {
         int const t = !strcmp(dt, "bf16") ? LMC_DTYPE_BF16 : !strcmp(dt, "f16") ? LMC_DTYPE_F16 : !strcmp(dt, "f32") ? LMC_DTYPE_F32 : -1;
