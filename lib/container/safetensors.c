@@ -86,7 +86,8 @@ int lmc_st_probe(const void* buf, size_t avail, uint64_t* header_total)
 static const st_dtype* find_dtype(const char* s, size_t len)
 {
     for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
-        if (strlen(st_dtypes[i].name) == len && memcmp(st_dtypes[i].name, s, len) == 0)
+        if (len && st_dtypes[i].name[0] == s[0] && strlen(st_dtypes[i].name) == len
+            && memcmp(st_dtypes[i].name, s, len) == 0)
             return &st_dtypes[i];
     return NULL;
 }
@@ -212,7 +213,10 @@ static int build_by_name(lmc_st_info* info)
  * lets the encoder cover the data section with tensor spans alone). */
 static int finish(lmc_st_info* info, uint64_t header_total, uint64_t file_size)
 {
-    if (info->count > 1) qsort(info->tensors, info->count, sizeof *info->tensors, cmp_by_begin);
+    /* writers usually list the tensors in file order already */
+    size_t sorted = 1;
+    while (sorted < info->count && cmp_by_begin(&info->tensors[sorted - 1], &info->tensors[sorted]) < 0) sorted++;
+    if (sorted < info->count) qsort(info->tensors, info->count, sizeof *info->tensors, cmp_by_begin);
     uint64_t pos = header_total;
     for (size_t i = 0; i < info->count; i++) {
         if (info->tensors[i].begin != pos) return -1;

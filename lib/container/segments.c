@@ -96,7 +96,7 @@ static int build_safetensors(lmc_segs* s, const lmc_st_info* in, const uint8_t* 
         const lmc_st_tensor* const t = &in->tensors[i];
         if (t->end == t->begin) continue;
         s->tensors_total++;
-        long const j = have_ri ? lmc_st_find(rinfo, t->name, t->name_len) : -1;
+        long const j = same_header ? (long)i : have_ri ? lmc_st_find(rinfo, t->name, t->name_len) : -1;
         if (j >= 0 && same_shape(t, &rinfo->tensors[j])) {
             s->tensors_matched++;
             if (push(s, t->begin, t->end - t->begin, t->width, t->dtype, 1, rinfo->tensors[j].begin)) { rc = -1; goto out; }
