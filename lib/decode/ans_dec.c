@@ -115,15 +115,19 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
 /* ---- ANS1: order-1 rANS ------------------------------------------------ */
 
 /* Symbol of state xs in context ctx (the byte dist back, already decoded):
- * its group's slot gives the symbol s, and y, the state before any
- * renormalisation word. */
+ * its group's slot entry gives the symbol s, and y, the state before any
+ * renormalisation word: f q + slot - cum, as (f - 1) q + q + (slot - cum).
+ * With the symbol and its frequency apart (a slot's symbol, then the
+ * symbol's f and cum), a step waited for two loads one after the other;
+ * the keyframe of bench/data/traj-3m's bf16 weights spent 8 % of its
+ * decoding in its one ANS1 block (1 % of the file). */
 #define ANS1_SYM(xs, ctx, s, y)                                                             \
     do {                                                                                    \
         unsigned const g_ = map[ctx];                                                       \
-        uint32_t const sl_ = (xs) & (LMC_ANS_M - 1);                                        \
-        (s) = ws->sym[g_][sl_];                                                             \
-        uint32_t const e_ = ws->fc[g_][s];                                                  \
-        (y) = (e_ & 0xFFFF) * ((xs) >> LMC_ANS_PROB_BITS) + sl_ - (e_ >> 16);               \
+        uint32_t const e_ = ws->ent[g_][(xs) & (LMC_ANS_M - 1)];                            \
+        uint32_t const q_ = (xs) >> LMC_ANS_PROB_BITS;                                      \
+        (s) = e_ & 0xFF;                                                                    \
+        (y) = ((e_ >> 8) & 0xFFF) * q_ + q_ + (e_ >> 20);                                   \
     } while (0)
 
 /* Symbol i, its value also left in out; 8 input bytes are known to be left. */
@@ -212,9 +216,10 @@ size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* 
         uint32_t cum = 0;
         for (unsigned s = 0; s < 256; s++) {
             uint32_t const f = ws->freq[s];
-            ws->fc[g][s] = f | cum << 16;
             if (!f) continue;
-            memset(ws->sym[g] + cum, (int)s, f);
+            uint32_t* const e = ws->ent[g] + cum;
+            uint32_t const base = s | (f - 1) << 8;
+            for (uint32_t k = 0; k < f; k++) e[k] = base | k << 20;
             cum += f;
         }
     }

@@ -20,11 +20,12 @@ typedef struct {
 /* Decodes an ANS block payload of `size` bytes into dst[0..m). Returns 0 or an error. */
 size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size);
 
-/* ANS1 (order-1 rANS): per group, the symbol of each slot and, per
- * symbol, f | cum << 16; context -> group. About 20 KiB for 4 groups. */
+/* ANS1 (order-1 rANS): per group, each slot's symbol s, its frequency f
+ * and the slot's offset in s's range, s | (f - 1) << 8 | (slot - cum) << 20
+ * (f - 1: a group of one symbol has f = 4096), so that a state's step
+ * waits for one load (16 KiB a group, 80 KiB for 5); context -> group. */
 typedef struct {
-    uint8_t  sym[LMC_ANS1_MAX_GROUPS][LMC_ANS_M];
-    uint32_t fc[LMC_ANS1_MAX_GROUPS][256];
+    uint32_t ent[LMC_ANS1_MAX_GROUPS][LMC_ANS_M];
     uint8_t  map[256];
     uint16_t freq[256];
 } lmc_ans1_dws;
