@@ -123,8 +123,7 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
  * decoding in its one ANS1 block (1 % of the file). */
 #define ANS1_SYM(xs, ctx, s, y)                                                             \
     do {                                                                                    \
-        unsigned const g_ = map[ctx];                                                       \
-        uint32_t const e_ = ws->ent[g_][(xs) & (LMC_ANS_M - 1)];                            \
+        uint32_t const e_ = tab[ctx][(xs) & (LMC_ANS_M - 1)];                               \
         uint32_t const q_ = (xs) >> LMC_ANS_PROB_BITS;                                      \
         (s) = e_ & 0xFF;                                                                    \
         (y) = ((e_ >> 8) & 0xFFF) * q_ + q_ + (e_ >> 20);                                   \
@@ -159,7 +158,7 @@ LMC_FORCE_INLINE size_t ans1_rounds(lmc_ans1_dws* ws, uint8_t* dst, size_t i, si
                                     const uint8_t** pp, const uint8_t* end, uint32_t* x)
 {
     const uint8_t* p = *pp;
-    const uint8_t* const map = ws->map;
+    const uint32_t* const* const tab = ws->tab;
     unsigned sink;
     uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
     if (dist == 4 && i >= 4) {
@@ -209,7 +208,7 @@ size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* 
         LMC_RETURN_IF(bound[g] <= bound[g - 1], CORRUPT);
     }
     for (unsigned g = 0; g < G; g++) {
-        for (unsigned c = bound[g]; c < bound[g + 1]; c++) ws->map[c] = (uint8_t)g;
+        for (unsigned c = bound[g]; c < bound[g + 1]; c++) ws->tab[c] = ws->ent[g];
         size_t const tsz = lmc_freq_read(ws->freq, 256, src + pos, size - pos);
         LMC_FORWARD(tsz);
         pos += tsz;
@@ -227,7 +226,7 @@ size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* 
     LMC_FORWARD(read_states(x, src, size, &pos));
     const uint8_t* p = src + pos;
     const uint8_t* const end = src + size;
-    const uint8_t* const map = ws->map;
+    const uint32_t* const* const tab = ws->tab;
     /* the first dist symbols have context 0; then the fast rounds */
     size_t i = 0;
     for (; i < m && (i < dist || (i & 3)); i++) {

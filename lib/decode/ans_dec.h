@@ -23,10 +23,11 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
 /* ANS1 (order-1 rANS): per group, each slot's symbol s, its frequency f
  * and the slot's offset in s's range, s | (f - 1) << 8 | (slot - cum) << 20
  * (f - 1: a group of one symbol has f = 4096), so that a state's step
- * waits for one load (16 KiB a group, 80 KiB for 5); context -> group. */
+ * waits for one load (16 KiB a group, 80 KiB for 5); context -> the
+ * group's entries (a pointer: no index arithmetic on the chain). */
 typedef struct {
     uint32_t ent[LMC_ANS1_MAX_GROUPS][LMC_ANS_M];
-    uint8_t  map[256];
+    const uint32_t* tab[256];   /* context -> its group's entries */
     uint16_t freq[256];
 } lmc_ans1_dws;
 
