@@ -39,7 +39,7 @@ extern "C" {
 #define LMC_VERSION_STRING "0.1.0"
 
 /* Version of the frame format written by this library (doc/format.md). */
-#define LMC_FORMAT_VERSION 5   /* this lmc writes 5 and reads 1 to 5 */
+#define LMC_FORMAT_VERSION 6   /* this lmc writes 6 and reads 1 to 6 */
 
 LMC_API unsigned lmc_version_number(void);
 LMC_API const char* lmc_version_string(void);

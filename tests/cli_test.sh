@@ -658,8 +658,8 @@ if [ -d "$V3" ] && [ -d "$TRJ" ]; then
         check "format 3 $dt delta frame is listed as version 3" eval '"$LMC" -l "$V3/${dt}_delta.lmc" | grep -q "version 3"'
         check "format 3 $dt delta against the wrong reference fails" eval '! "$LMC" -q -d -f -r v3new "$V3/${dt}_delta.lmc" -o v3out 2>/dev/null'
         "$LMC" -q -f --dtype $dt -r v3ref v3new -o v4.lmc
-        check "this lmc's $dt delta is listed as version 5 with refctx blocks" \
-            eval '"$LMC" -lv v4.lmc | grep -q "version 5" && "$LMC" -lv v4.lmc | grep -q "^  refctx "'
+        check "this lmc's $dt delta is listed as version 6 with refctx blocks" \
+            eval '"$LMC" -lv v4.lmc | grep -q "version 6" && "$LMC" -lv v4.lmc | grep -q "^  refctx "'
         check "this lmc's $dt delta differs from the format 3 frame (32 states) and round-trips" \
             eval '! cmp -s v4.lmc "$V3/${dt}_delta.lmc" && "$LMC" -q -d -f -r v3ref v4.lmc -o v3out && same v3out v3new'
     done
@@ -668,43 +668,50 @@ else
     skip "format 3 frames" "tests/data/v3 or data/trajectory not found"
 fi
 
-# ---------------------------------------------------------------- format 4 frames
+# ---------------------------------------------------------------- format 4 and 5 frames
 # Frames written by lmc at 75b682a (format 4: the footer's content hash is
-# H64 of the whole content) must still decode, with one thread and two and
-# through a pipe; this lmc writes format 5 (a hash of the chunks' hashes).
-# The content has two chunks, so the two rules give different hashes.
+# H64 of the whole content) and at c20768b (format 5: a hash of the chunks'
+# hashes) must still decode, with one thread and two and through a pipe;
+# this lmc writes format 6 (format 5's footer; ANS1 blocks of 32 states).
+# The content has two chunks, so the two footer rules give different hashes.
 V4="$REPO/tests/data/v4"
-if [ -d "$V4" ]; then
+V5="$REPO/tests/data/v5"
+if [ -d "$V4" ] && [ -d "$V5" ]; then
     yes abcdefgh | head -c 1500000 > v4ref
     cp v4ref v4new
     for o in 100 1048600 1400000; do printf 'X' | dd of=v4new bs=1 seek=$o conv=notrunc 2>/dev/null; done
-    for t in 1 2; do
-        check "format 4 full frame decodes (-T$t)" eval '"$LMC" -q -d -f -T'$t' "$V4/generic_full.lmc" -o v4out && same v4out v4ref'
-        check "format 4 delta frame decodes (-T$t)" eval '"$LMC" -q -d -f -T'$t' -r v4ref "$V4/generic_delta.lmc" -o v4out && same v4out v4new'
+    for v in 4 5; do
+        vd="$REPO/tests/data/v$v"
+        for t in 1 2; do
+            check "format $v full frame decodes (-T$t)" eval '"$LMC" -q -d -f -T'$t' "'"$vd"'/generic_full.lmc" -o v4out && same v4out v4ref'
+            check "format $v delta frame decodes (-T$t)" eval '"$LMC" -q -d -f -T'$t' -r v4ref "'"$vd"'/generic_delta.lmc" -o v4out && same v4out v4new'
+        done
+        check "format $v frame decodes from a pipe" eval '"$LMC" -q -d -c < "'"$vd"'/generic_full.lmc" > v4out && same v4out v4ref'
+        check "format $v frames test clean" "$LMC" -q -t "$vd/generic_full.lmc"
+        check "format $v frame is listed as version $v with 2 chunks" \
+            eval '"$LMC" -l "'"$vd"'/generic_full.lmc" | grep -q "version '$v'" && "$LMC" -l "'"$vd"'/generic_full.lmc" | grep -q "chunks *2,"'
+        check "format $v delta against the wrong reference fails" eval '! "$LMC" -q -d -f -r v4new "'"$vd"'/generic_delta.lmc" -o v4out 2>/dev/null'
     done
-    check "format 4 frame decodes from a pipe" eval '"$LMC" -q -d -c < "$V4/generic_full.lmc" > v4out && same v4out v4ref'
-    check "format 4 frames test clean" "$LMC" -q -t "$V4/generic_full.lmc"
-    check "format 4 frame is listed as version 4 with 2 chunks" \
-        eval '"$LMC" -l "$V4/generic_full.lmc" | grep -q "version 4" && "$LMC" -l "$V4/generic_full.lmc" | grep -q "chunks *2,"'
-    check "format 4 delta against the wrong reference fails" eval '! "$LMC" -q -d -f -r v4new "$V4/generic_delta.lmc" -o v4out 2>/dev/null'
-    "$LMC" -q -f -T1 v4ref -o v5.lmc
-    check "this lmc writes version 5" eval '"$LMC" -l v5.lmc | grep -q "version 5"'
-    check "format 5 frame round trip (-T1, -T2)" \
-        eval '"$LMC" -q -d -f -T1 v5.lmc -o v4out && same v4out v4ref && "$LMC" -q -d -f -T2 v5.lmc -o v4out && same v4out v4ref'
+    "$LMC" -q -f -T1 v4ref -o v6.lmc
+    check "this lmc writes version 6" eval '"$LMC" -l v6.lmc | grep -q "version 6"'
+    check "this lmc's frame round trip (-T1, -T2)" \
+        eval '"$LMC" -q -d -f -T1 v6.lmc -o v4out && same v4out v4ref && "$LMC" -q -d -f -T2 v6.lmc -o v4out && same v4out v4ref'
     # cmp -l counts bytes from 1: the version is byte 5, the header checksum
     # 37-40, the footer's content hash and seek checksum the 12 bytes before
     # its last 4
-    z=$(wc -c < v5.lmc)
+    z=$(wc -c < "$V5/generic_full.lmc")
     check "format 4 and 5 frames of the same content differ only in version, header checksum, footer hash, seek checksum" \
-        eval 'cmp -l "$V4/generic_full.lmc" v5.lmc | awk -v z=$z '"'"'{ if ($1 == 5 || ($1 >= 37 && $1 <= 40)) next; if ($1 >= z - 15 && $1 <= z - 4) { f++; next } bad++ } END { exit !(f > 0 && !bad) }'"'"''
+        eval 'test $(wc -c < "$V4/generic_full.lmc") -eq $z && cmp -l "$V4/generic_full.lmc" "$V5/generic_full.lmc" | awk -v z=$z '"'"'{ if ($1 == 5 || ($1 >= 37 && $1 <= 40)) next; if ($1 >= z - 15 && $1 <= z - 4) { f++; next } bad++ } END { exit !(f > 0 && !bad) }'"'"''
     h4=$("$LMC" -lv "$V4/generic_full.lmc" | sed -n "s/.*content hash *//p")
-    h5=$("$LMC" -lv v5.lmc | sed -n "s/.*content hash *//p")
+    h5=$("$LMC" -lv "$V5/generic_full.lmc" | sed -n "s/.*content hash *//p")
+    h6=$("$LMC" -lv v6.lmc | sed -n "s/.*content hash *//p")
     check "format 4 and 5 content hashes differ for a two-chunk content" test -n "$h4" -a -n "$h5" -a "$h4" != "$h5"
+    check "format 5 and 6 content hashes agree (the same rule)" test -n "$h6" -a "$h5" = "$h6"
     # each version's footer checked by the other's rule fails: the content
     # hash and the seek checksum over it (the 12 bytes from 16 before the
     # end) swapped between the two frames, which agree everywhere else
-    cp "$V4/generic_full.lmc" v4x.lmc; cp v5.lmc v5x.lmc
-    dd if=v5.lmc of=v4x.lmc bs=1 skip=$((z - 16)) seek=$((z - 16)) count=12 conv=notrunc 2>/dev/null
+    cp "$V4/generic_full.lmc" v4x.lmc; cp "$V5/generic_full.lmc" v5x.lmc
+    dd if="$V5/generic_full.lmc" of=v4x.lmc bs=1 skip=$((z - 16)) seek=$((z - 16)) count=12 conv=notrunc 2>/dev/null
     dd if="$V4/generic_full.lmc" of=v5x.lmc bs=1 skip=$((z - 16)) seek=$((z - 16)) count=12 conv=notrunc 2>/dev/null
     for t in 1 2; do
         check "format 4 frame with format 5's footer hash fails its checksum (-T$t)" \
@@ -714,9 +721,9 @@ if [ -d "$V4" ]; then
     done
     check "format 5 frame with format 4's footer hash fails from a pipe" eval '! "$LMC" -q -d -c < v5x.lmc > v4out 2>/dev/null'
     rm -f v4x.lmc v5x.lmc v4err
-    rm -f v4ref v4new v4out v5.lmc
+    rm -f v4ref v4new v4out v6.lmc
 else
-    skip "format 4 frames" "tests/data/v4 not found"
+    skip "format 4 and 5 frames" "tests/data/v4 or tests/data/v5 not found"
 fi
 
 # ---------------------------------------------------------------- order-1 rANS (format 3)
@@ -724,8 +731,8 @@ fi
 if [ -d "$TRJ" ]; then
     o1in="$TRJ/step-000550/optim.safetensors"
     "$LMC" -q -f -k "$o1in" -o o1.lmc
-    check "whole optimizer state is version 5 with rans-o1 blocks" \
-        eval '"$LMC" -lv o1.lmc | grep -q "version 5" && "$LMC" -lv o1.lmc | grep -q "^  rans-o1 "'
+    check "whole optimizer state is version 6 with rans-o1 blocks" \
+        eval '"$LMC" -lv o1.lmc | grep -q "version 6" && "$LMC" -lv o1.lmc | grep -q "^  rans-o1 "'
     check "whole optimizer state round trip" eval '"$LMC" -q -d -f o1.lmc -o o1.out && same o1.out "$o1in"'
     check "a delta of it has no rans-o1 blocks" \
         eval '"$LMC" -q -f -r "$TRJ/step-000500/optim.safetensors" "$o1in" -o o1d.lmc && ! "$LMC" -lv o1d.lmc | grep -q "^  rans-o1 "'

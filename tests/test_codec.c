@@ -363,14 +363,15 @@ static void test_huf_read_table(void** state)
 /* Bytes that follow the byte 4 back (a float exponent stream whose rows
  * have their own scale): ANS1 wins, smaller than order 0 by far; with
  * mutations, every decode ends in an error or a clean result. */
-static void fill_order1(uint8_t* src, size_t m, uint32_t seed)
+/* Bytes that the byte lag places back predicts. */
+static void fill_order1_lag(uint8_t* src, size_t m, uint32_t seed, size_t lag)
 {
     uint32_t r = seed;
     for (size_t i = 0; i < m; i++) {
         r = r * 1103515245u + 12345u;
         unsigned const u = (r >> 16) & 1023;
-        unsigned const prev = i >= 4 ? src[i - 4] : 100 + (unsigned)(i & 3);
-        /* mostly the same as 4 back, sometimes a step, rarely a jump */
+        unsigned const prev = i >= lag ? src[i - lag] : 100 + (unsigned)(i & 3);
+        /* mostly the same as lag back, sometimes a step, rarely a jump */
         unsigned v = prev;
         if (u < 200) v = prev + 1;
         else if (u < 400) v = prev - 1;
@@ -379,6 +380,57 @@ static void fill_order1(uint8_t* src, size_t m, uint32_t seed)
         if (v > 124) v = 124;
         src[i] = (uint8_t)v;
     }
+}
+
+/* The encoder's context distance (LMC_ANS1_DIST) */
+static void fill_order1(uint8_t* src, size_t m, uint32_t seed) { fill_order1_lag(src, m, seed, LMC_ANS1_DIST); }
+
+/* ANS1 blocks of 4 and of 32 states (format 6), for context distances below,
+ * at and above 32 and lengths that are not multiples of 32, each decoded
+ * with every instruction set the decoder may use (the 32-state vector loop
+ * needs AVX-512 and D >= 32; the others go one symbol at a time). */
+static void test_ans1_states(void** state)
+{
+    codec_state* const s = (codec_state*)*state;
+    size_t const ms[] = { 65536, 65535, 40001, 12345 };
+    size_t const dists[] = { 4, 31, 32, 33, 300, 4000 };
+    unsigned const modes[] = { ~0u, 0 };
+    uint8_t* const src = (uint8_t*)tu_xmalloc(65536);
+    uint8_t* const enc = (uint8_t*)tu_xmalloc(2 * 65536 + 4096);
+    for (size_t mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++)
+        for (size_t di = 0; di < sizeof(dists) / sizeof(dists[0]); di++) {
+            size_t const m = ms[mi];
+            unsigned const d = (unsigned)dists[di];
+            if (m <= d + 8192) continue;   /* too short for the sample: not tried */
+            fill_order1_lag(src, m, (uint32_t)(mi * 16 + di), d);
+            uint32_t hist[256];
+            lmc_histogram(hist, src, m);
+            for (unsigned S = 4; S <= 32; S *= 8) {
+                size_t const est = lmc_ans1_prepare(&s->enc->ans1, src, m, hist, &d, 1);
+                assert_true(est != SIZE_MAX);
+                assert_int_equal(s->enc->ans1.dist, d);
+                /* prepare's own choice: 32 states from D = 32 on, for a block this size */
+                assert_int_equal(s->enc->ans1.states, d >= LMC_ANS1_WIDE_DIST && est >= LMC_ANS1_WIDE_MIN + 4 * 32 ? 32u : 4u);
+                s->enc->ans1.states = S;
+                size_t const sz = lmc_ans1_encode(&s->enc->ans1, enc, 2 * 65536 + 4096, src, m);
+                assert_true(sz > 0);
+                assert_int_equal(enc[2], s->enc->ans1.ngroups | (S == 32 ? LMC_ANS1_WIDE : 0));
+                for (size_t md = 0; md < sizeof(modes) / sizeof(modes[0]); md++) {
+                    lmc_cpu_restrict(modes[md]);
+                    memset(s->out, 0xAB, m);
+                    size_t const r = lmc_ans1_decode(&s->dec->ans1, s->out, m, enc, sz);
+                    if (lmc_is_error(r)) fail_msg("ANS1 m %zu D %u S %u mode %zu: %s", m, d, S, md, lmc_error_name(r));
+                    assert_memory_equal(s->out, src, m);
+                    /* a byte short or a byte more: the words must all be read, and exist */
+                    assert_true(lmc_is_error(lmc_ans1_decode(&s->dec->ans1, s->out, m, enc, sz - 1)));
+                    enc[sz] = 0;
+                    assert_true(lmc_is_error(lmc_ans1_decode(&s->dec->ans1, s->out, m, enc, sz + 1)));
+                }
+                lmc_cpu_restrict(~0u);
+            }
+        }
+    free(enc);
+    free(src);
 }
 
 static void test_block_ans1(void** state)
@@ -416,6 +468,7 @@ static void test_block_ans1(void** state)
         size_t const a = lmc_block_encode(s->enc, s->buf, src, m, h, 0xFF, row);
         assert_int_equal(s->buf[0], LMC_CODER_ANS1);
         assert_int_equal(s->buf[4] | s->buf[5] << 8, row);
+        assert_true(s->buf[6] & LMC_ANS1_WIDE);   /* D >= 32 and a block of this size: 32 states */
         assert_int_equal(lmc_block_decode(s->dec, s->out, m, s->buf, a), a);
         assert_memory_equal(s->out, src, m);
         size_t const b = lmc_block_encode(s->enc, s->buf, src, m, h, 0xFF, 0);
@@ -427,9 +480,11 @@ static void test_block_ans1(void** state)
     lmc_histogram(hist, src, m);
     size_t const sz = lmc_block_encode(s->enc, s->buf, src, m, hist, 0xFF, 0);
     assert_int_equal(s->buf[0], LMC_CODER_ANS1);
+    assert_true(s->buf[6] & LMC_ANS1_WIDE);
     uint8_t* const t = (uint8_t*)tu_xmalloc(sz);
     uint32_t r = 99;
     for (int trial = 0; trial < 3000; trial++) {
+        lmc_cpu_restrict(trial & 1 ? 0u : ~0u);   /* the vector loop and the scalar one */
         memcpy(t, s->buf, sz);
         for (int j = 0; j < 1 + trial % 4; j++) {
             r = r * 1103515245u + 12345u;
@@ -440,6 +495,7 @@ static void test_block_ans1(void** state)
         size_t const used = lmc_block_decode(s->dec, s->out, m, t, sz);
         assert_true(lmc_is_error(used) || used == sz);
     }
+    lmc_cpu_restrict(~0u);
     /* fields out of range */
     memcpy(t, s->buf, sz);
     t[4] = 0; t[5] = 0;   /* distance 0 */
@@ -448,6 +504,10 @@ static void test_block_ans1(void** state)
     t[6] = 0;             /* no groups */
     assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, m, t, sz)), LMC_ERR_CORRUPT);
     t[6] = LMC_ANS1_MAX_GROUPS + 1;
+    assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, m, t, sz)), LMC_ERR_CORRUPT);
+    t[6] = LMC_ANS1_WIDE;   /* 32 states, no groups */
+    assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, m, t, sz)), LMC_ERR_CORRUPT);
+    t[6] = LMC_ANS1_WIDE | (LMC_ANS1_MAX_GROUPS + 1);
     assert_int_equal(lmc_get_error(lmc_block_decode(s->dec, s->out, m, t, sz)), LMC_ERR_CORRUPT);
     memcpy(t, s->buf, sz);
     if (t[6] >= 2) {      /* first bound 0: not after the implicit 0 */
@@ -1141,6 +1201,7 @@ int main(void)
         cmocka_unit_test(test_block_roundtrip),
         cmocka_unit_test(test_block_choice),
         cmocka_unit_test(test_block_ans1),
+        cmocka_unit_test(test_ans1_states),
         cmocka_unit_test(test_huf_lengths),
         cmocka_unit_test(test_huf_canonical),
         cmocka_unit_test(test_huf_read_table),

@@ -24,11 +24,11 @@ static void build_slots(lmc_ans_dws* ws)
     }
 }
 
-/* The 4 initial states, each at least L. */
-static size_t read_states(uint32_t* x, const uint8_t* src, size_t size, size_t* pos)
+/* The S initial states, each at least L. */
+static size_t read_states(uint32_t* x, unsigned S, const uint8_t* src, size_t size, size_t* pos)
 {
-    LMC_RETURN_IF(size - *pos < 4 * LMC_ANS_STATES, TRUNCATED);
-    for (int j = 0; j < LMC_ANS_STATES; j++) {
+    LMC_RETURN_IF(size - *pos < 4 * (size_t)S, TRUNCATED);
+    for (unsigned j = 0; j < S; j++) {
         x[j] = lmc_rd32(src + *pos); *pos += 4;
         LMC_RETURN_IF(x[j] < LMC_ANS_L, CORRUPT);
     }
@@ -36,10 +36,10 @@ static size_t read_states(uint32_t* x, const uint8_t* src, size_t size, size_t* 
 }
 
 /* A block ends with every word read and every state back at L. */
-static size_t check_end(const uint8_t* p, const uint8_t* end, const uint32_t* x)
+static size_t check_end(const uint8_t* p, const uint8_t* end, const uint32_t* x, unsigned S)
 {
     LMC_RETURN_IF(p != end, CORRUPT);
-    for (int j = 0; j < LMC_ANS_STATES; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
+    for (unsigned j = 0; j < S; j++) LMC_RETURN_IF(x[j] != LMC_ANS_L, CORRUPT);
     return 0;
 }
 
@@ -89,7 +89,7 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
     const uint8_t* const Y = ws->sym;
     size_t pos = tsz;
     uint32_t x[LMC_ANS_STATES];
-    LMC_FORWARD(read_states(x, src, size, &pos));
+    LMC_FORWARD(read_states(x, LMC_ANS_STATES, src, size, &pos));
     const uint8_t* p = src + pos;
     const uint8_t* const end = src + size;
     size_t i;
@@ -109,7 +109,7 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
             p += 2;
         }
     }
-    return check_end(p, end, x);
+    return check_end(p, end, x, LMC_ANS_STATES);
 }
 
 /* ---- ANS1: order-1 rANS ------------------------------------------------ */
@@ -193,11 +193,61 @@ LMC_TARGET_BMI2 static size_t ans1_rounds_bmi2(lmc_ans1_dws* ws, uint8_t* dst, s
 { return ans1_rounds(ws, dst, i, m, dist, pp, end, x); }
 #endif
 
+#if LMC_HAS_AVX512_DISPATCH
+#  include <immintrin.h>
+/* 16 symbols of a wide block, states x (lanes = states in symbol order),
+ * their contexts' group offsets g: each lane's update is the scalar one, and
+ * the lanes that renormalise take the next words in lane order, which is
+ * symbol order (the word stream a scalar decoder of 32 states reads). */
+LMC_TARGET_AVX512 LMC_FORCE_INLINE __m512i ans1_lanes(const lmc_ans1_dws* ws, __m512i x, __m512i g, uint8_t* out,
+                                                      const uint8_t* wbase, size_t* wi)
+{
+    __m512i const e = _mm512_i32gather_epi32(_mm512_ternarylogic_epi32(g, x, _mm512_set1_epi32(LMC_ANS_M - 1), 0xF8),
+                                             (const int*)(const void*)&ws->ent[0][0], 4);
+    __m512i const q = _mm512_srli_epi32(x, LMC_ANS_PROB_BITS);
+    __m512i y = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(e, 8), _mm512_set1_epi32(0xFFF)), q),
+                                 _mm512_add_epi32(q, _mm512_srli_epi32(e, 20)));
+    _mm_storeu_si128((__m128i*)(void*)out, _mm512_cvtepi32_epi8(e));
+    __mmask16 const n = _mm512_cmplt_epu32_mask(y, _mm512_set1_epi32(LMC_ANS_L));
+    __m512i const w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(const void*)(wbase + 2 * *wi)));
+    y = _mm512_mask_or_epi32(y, n, _mm512_slli_epi32(y, 16), _mm512_maskz_expand_epi32(n, w));
+    *wi += (size_t)_mm_popcnt_u32(n);
+    return y;
+}
+
+/* The rounds of a wide block from symbol i (a multiple of 32, at least
+ * dist >= 32: a round's contexts are decoded) while 32 words are left;
+ * returns the next symbol. */
+LMC_TARGET_AVX512 static size_t ans1_wide_avx512(const lmc_ans1_dws* ws, uint8_t* dst, size_t i, size_t m, size_t dist,
+                                                 const uint8_t** pp, const uint8_t* end, uint32_t* x)
+{
+    const uint8_t* const wbase = *pp;
+    size_t const nw = (size_t)(end - wbase) / 2;
+    size_t wi = 0;
+    const int* const goff = (const int*)(const void*)ws->goff;
+    __m512i xa = _mm512_loadu_si512((const void*)x), xb = _mm512_loadu_si512((const void*)(x + 16));
+    for (; i + 32 <= m && wi + 32 <= nw; i += 32) {
+        __m512i const ca = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(dst + i - dist)));
+        __m512i const cb = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(dst + i + 16 - dist)));
+        __m512i const ga = _mm512_i32gather_epi32(ca, goff, 4);
+        __m512i const gb = _mm512_i32gather_epi32(cb, goff, 4);
+        xa = ans1_lanes(ws, xa, ga, dst + i, wbase, &wi);
+        xb = ans1_lanes(ws, xb, gb, dst + i + 16, wbase, &wi);
+    }
+    _mm512_storeu_si512((void*)x, xa);
+    _mm512_storeu_si512((void*)(x + 16), xb);
+    *pp = wbase + 2 * wi;
+    return i;
+}
+#endif
+
 size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
 {
     LMC_RETURN_IF(size < 3, TRUNCATED);
     size_t const dist = lmc_rd16(src);
-    unsigned const G = src[2];
+    unsigned const wide = src[2] & LMC_ANS1_WIDE;
+    unsigned const G = src[2] & ~LMC_ANS1_WIDE;
+    unsigned const S = wide ? LMC_ANS1_STATES_WIDE : LMC_ANS_STATES;
     LMC_RETURN_IF(dist == 0 || G == 0 || G > LMC_ANS1_MAX_GROUPS, CORRUPT);
     size_t pos = 3;
     LMC_RETURN_IF(size - pos < G - 1, TRUNCATED);
@@ -208,7 +258,7 @@ size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* 
         LMC_RETURN_IF(bound[g] <= bound[g - 1], CORRUPT);
     }
     for (unsigned g = 0; g < G; g++) {
-        for (unsigned c = bound[g]; c < bound[g + 1]; c++) ws->tab[c] = ws->ent[g];
+        for (unsigned c = bound[g]; c < bound[g + 1]; c++) { ws->tab[c] = ws->ent[g]; ws->goff[c] = g << LMC_ANS_PROB_BITS; }
         size_t const tsz = lmc_freq_read(ws->freq, 256, src + pos, size - pos);
         LMC_FORWARD(tsz);
         pos += tsz;
@@ -222,13 +272,24 @@ size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* 
             cum += f;
         }
     }
-    uint32_t x[LMC_ANS_STATES];
-    LMC_FORWARD(read_states(x, src, size, &pos));
+    uint32_t x[LMC_ANS1_STATES_MAX];
+    LMC_FORWARD(read_states(x, S, src, size, &pos));
     const uint8_t* p = src + pos;
     const uint8_t* const end = src + size;
     const uint32_t* const* const tab = ws->tab;
-    /* the first dist symbols have context 0; then the fast rounds */
     size_t i = 0;
+    if (wide) {
+        /* symbol i with state i mod 32: the first rounds (contexts not all
+         * decoded, or 0) one symbol at a time, then vectors where they run */
+        size_t const head = LMC_MIN(m, (dist + 31) & ~(size_t)31);
+        for (; i < head; i++) ANS1_GET_SAFE(x[i & 31], i, i >= dist ? dst[i - dist] : 0);
+#if LMC_HAS_AVX512_DISPATCH
+        if (dist >= 32 && lmc_cpu_has_avx512()) i = ans1_wide_avx512(ws, dst, i, m, dist, &p, end, x);
+#endif
+        for (; i < m; i++) ANS1_GET_SAFE(x[i & 31], i, i >= dist ? dst[i - dist] : 0);
+        return check_end(p, end, x, S);
+    }
+    /* the first dist symbols have context 0; then the fast rounds */
     for (; i < m && (i < dist || (i & 3)); i++) {
         int const j = (int)(i & 3);
         ANS1_GET_SAFE(x[j], i, i >= dist ? dst[i - dist] : 0);
@@ -242,5 +303,5 @@ size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* 
         int const j = (int)(i & 3);
         ANS1_GET_SAFE(x[j], i, dst[i - dist]);
     }
-    return check_end(p, end, x);
+    return check_end(p, end, x, S);
 }

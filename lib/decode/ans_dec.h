@@ -28,6 +28,7 @@ size_t lmc_ans_decode(lmc_ans_dws* ws, uint8_t* dst, size_t m, const uint8_t* sr
 typedef struct {
     uint32_t ent[LMC_ANS1_MAX_GROUPS][LMC_ANS_M];
     const uint32_t* tab[256];   /* context -> its group's entries */
+    uint32_t goff[256];         /* context -> its group's offset in ent (g << 12), for the vector loop */
     uint16_t freq[256];
 } lmc_ans1_dws;
 

@@ -256,7 +256,7 @@ size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uin
         if (g + 1 < G && c == ws->first[g + 1]) g++;
         ws->map[c] = (uint8_t)g;
     }
-    size_t size = 2 + 1 + (G - 1) + 4 * LMC_ANS_STATES + 2;
+    size_t size = 2 + 1 + (G - 1) + 2;
     float bits = 0;
     for (unsigned g = 0; g < G; g++) {
         uint64_t tot = 0;
@@ -273,7 +273,9 @@ size_t lmc_ans1_prepare(lmc_ans1_ws* ws, const uint8_t* src, size_t m, const uin
         size += lmc_freq_size(ws->freq[g], 256);
     }
 #undef CNT
-    return size + (size_t)(bits / 8);
+    size += (size_t)(bits / 8);
+    ws->states = dist >= LMC_ANS1_WIDE_DIST && size >= LMC_ANS1_WIDE_MIN ? LMC_ANS1_STATES_WIDE : LMC_ANS_STATES;
+    return size + 4 * ws->states;
 }
 
 /* ANS1's rounds: 4 symbols, each with the table of its context's group,
@@ -306,50 +308,97 @@ LMC_TARGET_BMI2 static size_t ans1_rounds_bmi2(const lmc_ans1_ws* ws, const uint
 { return ans1_rounds(ws, src, i, lo_i, dist, x, wp, nk, lo); }
 #endif
 
-/* One symbol, slowly: its state, its context (0 before dist). */
+/* 32 states: symbols [lo_i, i) backwards (i - lo_i a multiple of 32,
+ * lo_i >= dist), four states at a time in registers, in the order of 32
+ * states one symbol at a time. */
+LMC_FORCE_INLINE size_t ans1_rounds32(const lmc_ans1_ws* ws, const uint8_t* src, size_t i, size_t lo_i, size_t dist,
+                                      uint64_t* x, uint8_t* wp, size_t nk, const uint8_t* lo)
+{
+    const uint8_t* const map = ws->map;
+    uint64_t xs[LMC_ANS1_STATES_WIDE];   /* not aliased by the word stores */
+    memcpy(xs, x, sizeof(xs));
+#define ANS1_SUB(b)                                                                                          \
+    do {                                                                                                     \
+        uint64_t x0 = xs[b], x1 = xs[b + 1], x2 = xs[b + 2], x3 = xs[b + 3];                                 \
+        { const lmc_ans_esym* const S = &ws->esym[map[src[i + b + 3 - dist]]]; ANS_PUT(x3, src[i + b + 3]); } \
+        { const lmc_ans_esym* const S = &ws->esym[map[src[i + b + 2 - dist]]]; ANS_PUT(x2, src[i + b + 2]); } \
+        { const lmc_ans_esym* const S = &ws->esym[map[src[i + b + 1 - dist]]]; ANS_PUT(x1, src[i + b + 1]); } \
+        { const lmc_ans_esym* const S = &ws->esym[map[src[i + b - dist]]]; ANS_PUT(x0, src[i + b]); }         \
+        xs[b] = x0; xs[b + 1] = x1; xs[b + 2] = x2; xs[b + 3] = x3;                                          \
+    } while (0)
+    while (i > lo_i) {
+        if (wp + 2 * (ptrdiff_t)nk - lo < 80) return ANS_FULL;
+        i -= LMC_ANS1_STATES_WIDE;
+        ANS1_SUB(28); ANS1_SUB(24); ANS1_SUB(20); ANS1_SUB(16); ANS1_SUB(12); ANS1_SUB(8); ANS1_SUB(4); ANS1_SUB(0);
+    }
+#undef ANS1_SUB
+    memcpy(x, xs, sizeof(xs));
+    return nk;
+}
+
+static size_t ans1_rounds32_plain(const lmc_ans1_ws* ws, const uint8_t* src, size_t i, size_t lo_i, size_t dist,
+                                  uint64_t* x, uint8_t* wp, size_t nk, const uint8_t* lo)
+{ return ans1_rounds32(ws, src, i, lo_i, dist, x, wp, nk, lo); }
+#if LMC_HAS_BMI2_DISPATCH
+LMC_TARGET_BMI2 static size_t ans1_rounds32_bmi2(const lmc_ans1_ws* ws, const uint8_t* src, size_t i, size_t lo_i,
+                                                 size_t dist, uint64_t* x, uint8_t* wp, size_t nk, const uint8_t* lo)
+{ return ans1_rounds32(ws, src, i, lo_i, dist, x, wp, nk, lo); }
+#endif
+
+/* One symbol, slowly: its state (of S, a power of 2), its context (0 before dist). */
 #define ANS1_PUT_ONE(i)                                                                   \
     do {                                                                                  \
         const lmc_ans_esym* const S = &ws->esym[ws->map[(i) >= dist ? src[(i) - dist] : 0]]; \
-        uint64_t xs = x[(i) & 3];                                                         \
+        uint64_t xs = x[(i) & (NS - 1)];                                                  \
         ANS_PUT(xs, src[i]);                                                              \
-        x[(i) & 3] = xs;                                                                  \
+        x[(i) & (NS - 1)] = xs;                                                           \
     } while (0)
 
 size_t lmc_ans1_encode(lmc_ans1_ws* ws, uint8_t* dst, size_t cap, const uint8_t* src, size_t m)
 {
     unsigned const G = ws->ngroups;
     size_t const dist = ws->dist;
+    unsigned const NS = ws->states == LMC_ANS1_STATES_WIDE ? LMC_ANS1_STATES_WIDE : LMC_ANS_STATES;
     if (m > sizeof(ws->scratch) / 2 - 32) return 0;   /* a word per symbol at most: never with blocks of 64 KiB */
     for (unsigned g = 0; g < G; g++) build_esym(&ws->esym[g], ws->freq[g]);
     uint8_t* const end = ws->scratch + sizeof(ws->scratch);
     uint8_t* const wp = end - 2;
     size_t nk = 0;
     uint8_t* const lo = ws->scratch + 16;
-    uint64_t x[LMC_ANS_STATES] = { LMC_ANS_L, LMC_ANS_L, LMC_ANS_L, LMC_ANS_L };
+    uint64_t x[LMC_ANS1_STATES_MAX];
+    for (unsigned j = 0; j < NS; j++) x[j] = LMC_ANS_L;
     /* backwards: symbol i's context src[i - dist] is still to be coded, so
      * the decoder has it when it meets symbol i. The tail, the rounds down
-     * to the first multiple of 4 at or above dist, then the head. */
+     * to the first multiple of NS at or above dist, then the head. */
     size_t i = m;
-    while (i & 3) { i--; ANS1_PUT_ONE(i); }
-    size_t const lo_i = LMC_MIN(i, (dist + 3) & ~(size_t)3);
+    while (i & (NS - 1)) { i--; ANS1_PUT_ONE(i); }
+    size_t const lo_i = LMC_MIN(i, (dist + NS - 1) & ~(size_t)(NS - 1));
+    if (NS == LMC_ANS_STATES) {
 #if LMC_HAS_BMI2_DISPATCH
-    if (lmc_cpu_has_bmi2()) nk = ans1_rounds_bmi2(ws, src, i, lo_i, dist, x, wp, nk, lo);
-    else
+        if (lmc_cpu_has_bmi2()) nk = ans1_rounds_bmi2(ws, src, i, lo_i, dist, x, wp, nk, lo);
+        else
 #endif
-    nk = ans1_rounds_plain(ws, src, i, lo_i, dist, x, wp, nk, lo);
+        nk = ans1_rounds_plain(ws, src, i, lo_i, dist, x, wp, nk, lo);
+    } else {
+#if LMC_HAS_BMI2_DISPATCH
+        if (lmc_cpu_has_bmi2()) nk = ans1_rounds32_bmi2(ws, src, i, lo_i, dist, x, wp, nk, lo);
+        else
+#endif
+        nk = ans1_rounds32_plain(ws, src, i, lo_i, dist, x, wp, nk, lo);
+    }
     if (nk == ANS_FULL) return 0;
     for (i = lo_i; i;) { i--; ANS1_PUT_ONE(i); }
     uint8_t* const p = wp + 2 + 2 * (ptrdiff_t)nk;
     size_t const body = (size_t)(end - p);
-    size_t total = 2 + 1 + (G - 1) + 4 * LMC_ANS_STATES + body;
+    size_t total = 2 + 1 + (G - 1) + 4 * (size_t)NS + body;
     for (unsigned g = 0; g < G; g++) total += lmc_freq_size(ws->freq[g], 256);
     if (total > cap) return 0;
     uint8_t* o = dst;
     lmc_wr16(o, (uint16_t)dist); o += 2;
-    *o++ = (uint8_t)G;
+    *o++ = (uint8_t)(G | (NS == LMC_ANS1_STATES_WIDE ? LMC_ANS1_WIDE : 0));
     for (unsigned g = 1; g < G; g++) *o++ = ws->first[g];
     for (unsigned g = 0; g < G; g++) o += lmc_freq_write(o, ws->freq[g], 256);
-    for (int j = 0; j < LMC_ANS_STATES; j++) { lmc_wr32(o, (uint32_t)x[j]); o += 4; }
+    for (unsigned j = 0; j < NS; j++) { lmc_wr32(o, (uint32_t)x[j]); o += 4; }
     memcpy(o, p, body);
     return total;
 }

@@ -47,6 +47,7 @@ typedef struct {
     uint8_t       sidx[256], sym_of[LMC_ANS1_MAX_CTX];  /* byte <-> dense symbol index */
     uint8_t       map[256];                       /* context -> group */
     unsigned      ngroups, dist;
+    unsigned      states;                         /* 4, or 32 (LMC_ANS1_WIDE): set by prepare, may be changed before encode */
     uint16_t      freq[LMC_ANS1_MAX_GROUPS][256];
     uint8_t       scratch[2 * 65536 + 64];        /* renormalisation words, written backwards */
 } lmc_ans1_ws;

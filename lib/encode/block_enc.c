@@ -828,7 +828,7 @@ size_t lmc_block_encode(lmc_block_ws* ws, uint8_t* dst, const uint8_t* src, size
      * symbols past the context distance. */
     size_t ans1_est = SIZE_MAX;
     if ((coders & (1u << LMC_CODER_ANS1)) && nsymbols > 1 && nsymbols < LMC_ANS1_MAX_CTX && m > 8192 + LMC_ANS1_DIST) {
-        /* the byte 4 back, or the one a row up (where rows have a scale per column) */
+        /* the byte 32 back (LMC_ANS1_DIST), or the one a row up (where rows have a scale per column) */
         unsigned const dists[2] = { LMC_ANS1_DIST, row };
         unsigned const nd = row > LMC_ANS1_DIST && row <= 65535 && (size_t)row * 4 <= m ? 2 : 1;
         size_t const e = lmc_ans1_prepare(&ws->ans1, src, m, hist, dists, nd);
