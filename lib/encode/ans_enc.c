@@ -6,6 +6,7 @@
 #include "ans_enc.h"
 #include "freq_enc.h"
 #include "mem.h"
+#include "rans_lanes.h"
 
 size_t lmc_ans_prepare(lmc_ans_ws* ws, const uint32_t hist[256], size_t m)
 {
@@ -345,6 +346,55 @@ LMC_TARGET_BMI2 static size_t ans1_rounds32_bmi2(const lmc_ans1_ws* ws, const ui
 { return ans1_rounds32(ws, src, i, lo_i, dist, x, wp, nk, lo); }
 #endif
 
+#if LMC_HAS_AVX512_DISPATCH
+/* Keeps gcc from vectorising a loop of table lookups (into inserts on the
+ * vector ports) */
+#if defined(__GNUC__)
+#  define ANS1_SCALAR_ONLY(v) __asm__("" : "+r"(v))
+#else
+#  define ANS1_SCALAR_ONLY(v) ((void)0)
+#endif
+
+/* The fields of symbols [i, i + 32) into f, by scalar loads. */
+LMC_FORCE_INLINE void ans1_fields(const lmc_ans1_ws* ws, const uint8_t* src, size_t i, size_t dist, uint32_t* f)
+{
+    for (unsigned j = 0; j < LMC_ANS1_STATES_WIDE; j++) {
+        unsigned k = (unsigned)ws->map[src[i + j - dist]] << 8 | src[i + j];
+        ANS1_SCALAR_ONLY(k);
+        f[j] = ws->efc[k];
+    }
+}
+
+/* ans1_rounds32 with AVX-512: states 0-15 and 16-31 in two vectors,
+ * symbols i+16..i+31 coded first (their words lie above those of i..i+15).
+ * Each round's fields are looked up by scalar loads (gathers are slow on the
+ * AMD EPYC VMs) a round ahead, into a ring of two rounds, so that the
+ * vector loads of a round do not wait on the stores just made (as in
+ * refctx_enc.c's rc_rounds32_ring). The same states and words as
+ * ans1_rounds32. */
+LMC_TARGET_AVX512 static size_t ans1_rounds32_avx512(const lmc_ans1_ws* ws, const uint8_t* src, size_t i, size_t lo_i,
+                                                     size_t dist, uint64_t* x, uint8_t* wp, size_t nk, const uint8_t* lo)
+{
+    uint32_t xs[LMC_ANS1_STATES_WIDE], ring[2][LMC_ANS1_STATES_WIDE] __attribute__((aligned(64)));
+    for (unsigned j = 0; j < LMC_ANS1_STATES_WIDE; j++) xs[j] = (uint32_t)x[j];
+    __m512i xa = _mm512_loadu_si512((const void*)xs), xb = _mm512_loadu_si512((const void*)(xs + 16));
+    unsigned cur = 0;
+    if (i > lo_i) ans1_fields(ws, src, i - LMC_ANS1_STATES_WIDE, dist, ring[0]);
+    while (i > lo_i) {
+        if (wp + 2 * (ptrdiff_t)nk - lo < 80) return ANS_FULL;
+        i -= LMC_ANS1_STATES_WIDE;
+        if (i > lo_i) ans1_fields(ws, src, i - LMC_ANS1_STATES_WIDE, dist, ring[cur ^ 1]);
+        nk = rc_lanes_fc(_mm512_load_si512((const void*)(ring[cur] + 16)), &xb, wp, nk);
+        nk = rc_lanes_fc(_mm512_load_si512((const void*)ring[cur]), &xa, wp, nk);
+        cur ^= 1;
+    }
+    _mm512_storeu_si512((void*)xs, xa);
+    _mm512_storeu_si512((void*)(xs + 16), xb);
+    for (unsigned j = 0; j < LMC_ANS1_STATES_WIDE; j++) x[j] = xs[j];
+    return nk;
+}
+#endif
+
 /* One symbol, slowly: its state (of S, a power of 2), its context (0 before dist). */
 #define ANS1_PUT_ONE(i)                                                                   \
     do {                                                                                  \
@@ -380,6 +430,18 @@ size_t lmc_ans1_encode(lmc_ans1_ws* ws, uint8_t* dst, size_t cap, const uint8_t*
 #endif
         nk = ans1_rounds_plain(ws, src, i, lo_i, dist, x, wp, nk, lo);
     } else {
+#if LMC_HAS_AVX512_DISPATCH
+        if (lmc_cpu_has_avx512()) {
+            for (unsigned g = 0; g < G; g++) {
+                uint32_t cum = 0;
+                for (unsigned s = 0; s < 256; s++) {
+                    ws->efc[g << 8 | s] = ws->freq[g][s] | cum << 13;
+                    cum += ws->freq[g][s];
+                }
+            }
+            nk = ans1_rounds32_avx512(ws, src, i, lo_i, dist, x, wp, nk, lo);
+        } else
+#endif
 #if LMC_HAS_BMI2_DISPATCH
         if (lmc_cpu_has_bmi2()) nk = ans1_rounds32_bmi2(ws, src, i, lo_i, dist, x, wp, nk, lo);
         else

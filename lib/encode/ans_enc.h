@@ -49,6 +49,7 @@ typedef struct {
     unsigned      ngroups, dist;
     unsigned      states;                         /* 4, or 32 (LMC_ANS1_WIDE): set by prepare, may be changed before encode */
     uint16_t      freq[LMC_ANS1_MAX_GROUPS][256];
+    uint32_t      efc[LMC_ANS1_MAX_GROUPS * 256]; /* group << 8 | symbol -> f | cum << 13, for the vector coder */
     uint8_t       scratch[2 * 65536 + 64];        /* renormalisation words, written backwards */
 } lmc_ans1_ws;
 

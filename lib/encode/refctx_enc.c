@@ -12,6 +12,7 @@
 #  include <emmintrin.h>
 #endif
 #include "refctx_enc.h"
+#include "rans_lanes.h"
 #include "mem.h"
 #if LMC_HAS_AVX512_DISPATCH
 #  include <immintrin.h>
@@ -793,30 +794,6 @@ LMC_FORCE_INLINE size_t rc_rounds32(const lmc_refctx_ws* ws, size_t i, uint32_t*
 }
 
 #if LMC_HAS_AVX512_DISPATCH
-/* The state after coding into x (1 <= x < f << 19) a token of frequency f
- * and cumulative frequency cum, 16 lanes: x + cum + q (M - f) with
- * q = x div f, which is cum + (x mod f) + q M. q comes from single floats:
- * x rounded (2^-24 relative), 1/f from the 14-bit estimate and a Newton step
- * (about 2^-23), so x/f is within 1/8 of the estimate and its floor q' is q,
- * q - 1 or q + 1. Then r' = x - q' f, read off the result as
- * x' - cum - q' M, is below 0 or at least f exactly when q' is one too
- * many or too few, and adding or taking M - f corrects it. Two
- * double-precision halves with two Newton steps each cost twice the
- * vector work (+7 % for the whole bf16 delta on the AMD EPYC VM). */
-LMC_TARGET_AVX512 LMC_FORCE_INLINE __m512i rc_next(__m512i x, __m512i f, __m512i cum)
-{
-    __m512 const ff = _mm512_cvtepu32_ps(f);
-    __m512 r = _mm512_rcp14_ps(ff);
-    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(ff, r, _mm512_set1_ps(2.0f)));
-    __m512i const q = _mm512_cvttps_epu32(_mm512_mul_ps(_mm512_cvtepu32_ps(x), r));
-    __m512i const mf = _mm512_sub_epi32(_mm512_set1_epi32(LMC_ANS_M), f);
-    __m512i const y = _mm512_add_epi32(_mm512_add_epi32(x, cum), _mm512_mullo_epi32(q, mf));
-    __m512i const rem = _mm512_sub_epi32(_mm512_sub_epi32(y, cum), _mm512_slli_epi32(q, LMC_ANS_PROB_BITS));
-    __mmask16 const over = _mm512_cmplt_epi32_mask(rem, _mm512_setzero_si512());   /* r' < 0: q' = q + 1 */
-    __mmask16 const under = _mm512_cmpge_epi32_mask(rem, f);    /* r' >= f: q' = q - 1 */
-    return _mm512_mask_add_epi32(_mm512_mask_sub_epi32(y, over, y, mf), under, y, mf);
-}
-
 /* For test_refctx: rc_next against exact division, for every f in 1..M and,
  * for each, x at both ends of every quotient of a spread of quotients
  * (all below 2^12, then a stride) and the top of the range. Returns the
@@ -855,24 +832,6 @@ long lmc_refctx_next_misses(void)
 }
 
 #if LMC_HAS_AVX512_DISPATCH
-/* 16 tokens of the keys k into the states *xs, one per lane, as RC_PUT does
- * each: the word out first where x >= f << 19 (the lanes' words, in lane
- * order, end at word nk: written as 16 words whose unused low ones later
- * words overwrite), then rc_next. */
-LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes_fc(__m512i fc, __m512i* xs, uint8_t* wp, size_t nk)
-{
-    __m512i x = *xs;
-    __m512i const f = _mm512_and_si512(fc, _mm512_set1_epi32(0x1FFF));
-    __m512i const cum = _mm512_srli_epi32(fc, 13);
-    __mmask16 const out = _mm512_cmpge_epu32_mask(x, _mm512_slli_epi32(f, 19));
-    unsigned const n = (unsigned)_mm_popcnt_u32(out);
-    _mm256_mask_storeu_epi16((void*)(wp + 2 * ((ptrdiff_t)nk + 1 - (ptrdiff_t)n)), (__mmask16)((1u << n) - 1),
-                             _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(out, x)));
-    nk -= n;
-    *xs = rc_next(_mm512_mask_srli_epi32(x, out, x, 16), f, cum);
-    return nk;
-}
-
 /* rc_lanes_fc with the fields gathered from efc by key */
 LMC_TARGET_AVX512 LMC_FORCE_INLINE size_t rc_lanes(const lmc_refctx_ws* ws, __m512i k, __m512i* xs, uint8_t* wp, size_t nk)
 {
