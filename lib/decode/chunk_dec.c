@@ -311,6 +311,48 @@ static size_t decode_refmodel(lmc_chunk_dws* ws, held_block* hb, pair_plan* pl, 
     return pos;
 }
 
+/* A byte-grouped piece, a segment of LMC_BLOCK_MAX values at a time: block
+ * b of every stream, then those values ungrouped, a RAW block's bytes read
+ * where the payload has them rather than copied to the streams first (the
+ * noisy low bytes of a keyframe's floats are mostly RAW: half of an f32
+ * keyframe's streams), and hashed while in cache. The blocks' places come
+ * from a walk over their headers first, which also checks that they are
+ * all there; the payload joins its hash after the walk. Returns the payload
+ * position after the blocks. */
+#define SEG_BLOCKS_MAX 1024          /* w * nb: every piece of a chunk of up to 64 MiB */
+#define SEG_RAW ((uint32_t)1 << 31)  /* at[]: a RAW block */
+static size_t decode_segments(lmc_chunk_dws* ws, uint8_t* dst, uint8_t* sbuf, size_t n, size_t nb, unsigned w,
+                              const uint8_t* r, int rot, const uint8_t* payload, size_t pos, size_t payload_size,
+                              hash_cursor* hc, size_t out, lmc_payload_hash* pay)
+{
+    uint32_t at[SEG_BLOCKS_MAX];   /* block b of stream k at payload + (at[k * nb + b] & ~SEG_RAW) */
+    for (unsigned k = 0; k < w; k++)
+        for (size_t b = 0; b < nb; b++) {
+            size_t const m = LMC_MIN((size_t)LMC_BLOCK_MAX, n - b * LMC_BLOCK_MAX);
+            unsigned coder;
+            size_t const used = lmc_block_skip(payload + pos, payload_size - pos, m, &coder);
+            LMC_FORWARD(used);
+            at[k * nb + b] = (uint32_t)pos | (coder == LMC_CODER_RAW ? SEG_RAW : 0);
+            pos += used;
+        }
+    payload_upto(pay, payload + pos);
+    for (size_t b = 0; b < nb; b++) {
+        size_t const v = b * LMC_BLOCK_MAX, m = LMC_MIN((size_t)LMC_BLOCK_MAX, n - v);
+        const uint8_t* sp[8];
+        for (unsigned k = 0; k < w; k++) {
+            uint32_t const a = at[k * nb + b];
+            size_t const p = a & ~SEG_RAW;
+            if (a & SEG_RAW) { sp[k] = payload + p + 1; continue; }   /* the walk checked its m bytes */
+            uint8_t* const s = sbuf + (size_t)k * n + v;
+            LMC_FORWARD(lmc_block_decode(&ws->blk, s, m, payload + p, payload_size - p));
+            sp[k] = s;
+        }
+        lmc_ungroup_from(dst + v * w, sp, r ? r + v * w : NULL, m, w, rot);
+        hash_upto(hc, out + (v + m) * w, 0);
+    }
+    return pos;
+}
+
 size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
                         const uint8_t* payload, size_t payload_size,
                         const uint8_t* ref, uint64_t ref_size, const lmc_content_hashes* hs,
@@ -343,6 +385,13 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
         /* width-1 pieces without XOR decode in place: no ungroup pass */
         uint8_t* const sbuf = (ph.w == 1 && !r) ? dst + out : ws->streams;
         LMC_RETURN_IF(sbuf == ws->streams && ws->streams_cap < (size_t)n * ph.w, MEMORY);
+        size_t const nb = (n + LMC_BLOCK_MAX - 1) / LMC_BLOCK_MAX;
+        if (sbuf != dst + out && nb * ph.w <= SEG_BLOCKS_MAX && payload_size < SEG_RAW) {
+            size_t const end = decode_segments(ws, dst + out, sbuf, n, nb, ph.w, r, rot, payload, pos, payload_size,
+                                               &hc, out, pay);
+            LMC_FORWARD(end);
+            pos = end;
+        } else {
         for (unsigned k = 0; k < ph.w; k++) {
             uint8_t* const s = sbuf + (size_t)k * n;
             for (size_t b = 0; b < n; b += LMC_BLOCK_MAX) {
@@ -354,6 +403,7 @@ size_t lmc_chunk_decode(lmc_chunk_dws* ws, uint8_t* dst, size_t content_size,
             }
         }
         if (sbuf != dst + out) lmc_ungroup(dst + out, sbuf, r, n, ph.w, rot);
+        }
         }
         LMC_RETURN_IF(payload_size - pos < tail, TRUNCATED);
         for (size_t t = 0; t < tail; t++) {

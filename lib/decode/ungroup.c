@@ -76,14 +76,21 @@ static size_t ungroup4_sse2(uint8_t* dst, const uint8_t* s0, const uint8_t* s1, 
 
 void lmc_ungroup(uint8_t* dst, const uint8_t* streams, const uint8_t* ref, size_t n, unsigned w, int rotated)
 {
+    const uint8_t* sp[8];
+    for (unsigned k = 0; k < w && k < 8; k++) sp[k] = streams + (size_t)k * n;
+    lmc_ungroup_from(dst, sp, ref, n, w, rotated);
+}
+
+void lmc_ungroup_from(uint8_t* dst, const uint8_t* const* sp, const uint8_t* ref, size_t n, unsigned w, int rotated)
+{
+    const uint8_t* const streams = sp[0];
     if (w == 1) {
         if (!ref) { memcpy(dst, streams, n); return; }
         for (size_t i = 0; i < n; i++) dst[i] = streams[i] ^ ref[i];
         return;
     }
-    size_t const total = n;
     if (w == 2) {
-        const uint8_t* s0 = streams; const uint8_t* s1 = streams + total;
+        const uint8_t* s0 = sp[0]; const uint8_t* s1 = sp[1];
 #if defined(__SSE2__)
         size_t const done = ungroup2_sse2(dst, s0, s1, ref, n, rotated);
         s0 += done; s1 += done; dst += 2 * done; if (ref) ref += 2 * done; n -= done;
@@ -93,8 +100,8 @@ void lmc_ungroup(uint8_t* dst, const uint8_t* streams, const uint8_t* ref, size_
         return;
     }
     if (w == 4) {
-        const uint8_t* s0 = streams; const uint8_t* s1 = streams + total;
-        const uint8_t* s2 = streams + 2 * total; const uint8_t* s3 = streams + 3 * total;
+        const uint8_t* s0 = sp[0]; const uint8_t* s1 = sp[1];
+        const uint8_t* s2 = sp[2]; const uint8_t* s3 = sp[3];
 #if defined(__SSE2__)
         size_t const done = ungroup4_sse2(dst, s0, s1, s2, s3, ref, n, rotated);
         s0 += done; s1 += done; s2 += done; s3 += done; dst += 4 * done; if (ref) ref += 4 * done; n -= done;
@@ -105,7 +112,7 @@ void lmc_ungroup(uint8_t* dst, const uint8_t* streams, const uint8_t* ref, size_
     }
     for (size_t i = 0; i < n; i++) {
         uint64_t v = 0;
-        for (unsigned k = 0; k < 8; k++) v |= (uint64_t)streams[k * n + i] << (8 * k);
+        for (unsigned k = 0; k < 8; k++) v |= (uint64_t)sp[k][i] << (8 * k);
         if (rotated) v = unrot64(v);
         if (ref) v ^= lmc_rd64(ref + 8 * i);
         lmc_wr64(dst + 8 * i, v);

@@ -7,4 +7,8 @@
 
 void lmc_ungroup(uint8_t* dst, const uint8_t* streams, const uint8_t* ref, size_t n, unsigned w, int rotated);
 
+/* The same from w streams anywhere (sp[k]: stream k's first byte): a RAW
+ * block's bytes read where the payload has them. */
+void lmc_ungroup_from(uint8_t* dst, const uint8_t* const* sp, const uint8_t* ref, size_t n, unsigned w, int rotated);
+
 #endif
