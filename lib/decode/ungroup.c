@@ -74,6 +74,60 @@ static size_t ungroup4_sse2(uint8_t* dst, const uint8_t* s0, const uint8_t* s1, 
 }
 #endif
 
+#if LMC_HAS_AVX2_DISPATCH
+#  include <immintrin.h>
+/* 32 values a step: the SSE2 loops' unpacks in both 128-bit lanes (values
+ * 0-15 in lane 0, 16-31 in lane 1), then the lanes' halves put in order. */
+LMC_TARGET_AVX2 LMC_FORCE_INLINE __m256i fix_avx2(__m256i v, const uint8_t* ref, int rot, unsigned bits)
+{
+    if (rot) v = bits == 16 ? _mm256_or_si256(_mm256_srli_epi16(v, 1), _mm256_slli_epi16(v, 15))
+                            : _mm256_or_si256(_mm256_srli_epi32(v, 1), _mm256_slli_epi32(v, 31));
+    if (ref) v = _mm256_xor_si256(v, _mm256_loadu_si256((const __m256i*)(const void*)ref));
+    return v;
+}
+
+LMC_TARGET_AVX2 static size_t ungroup2_avx2(uint8_t* dst, const uint8_t* s0, const uint8_t* s1, const uint8_t* ref,
+                                            size_t n, int rot)
+{
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        LMC_PREFETCH_W(dst + 2 * i);
+        LMC_PREFETCH_W(dst + 2 * i + 32);
+        __m256i const a = _mm256_loadu_si256((const __m256i*)(const void*)(s0 + i));
+        __m256i const b = _mm256_loadu_si256((const __m256i*)(const void*)(s1 + i));
+        __m256i const L0 = _mm256_unpacklo_epi8(a, b), L1 = _mm256_unpackhi_epi8(a, b);
+        __m256i const v0 = _mm256_permute2x128_si256(L0, L1, 0x20), v1 = _mm256_permute2x128_si256(L0, L1, 0x31);
+        _mm256_storeu_si256((__m256i*)(void*)(dst + 2 * i), fix_avx2(v0, ref ? ref + 2 * i : NULL, rot, 16));
+        _mm256_storeu_si256((__m256i*)(void*)(dst + 2 * i + 32), fix_avx2(v1, ref ? ref + 2 * i + 32 : NULL, rot, 16));
+    }
+    return i;
+}
+
+LMC_TARGET_AVX2 static size_t ungroup4_avx2(uint8_t* dst, const uint8_t* s0, const uint8_t* s1, const uint8_t* s2,
+                                            const uint8_t* s3, const uint8_t* ref, size_t n, int rot)
+{
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        LMC_PREFETCH_W(dst + 4 * i);
+        LMC_PREFETCH_W(dst + 4 * i + 64);
+        __m256i const a = _mm256_loadu_si256((const __m256i*)(const void*)(s0 + i));
+        __m256i const b = _mm256_loadu_si256((const __m256i*)(const void*)(s1 + i));
+        __m256i const c = _mm256_loadu_si256((const __m256i*)(const void*)(s2 + i));
+        __m256i const d = _mm256_loadu_si256((const __m256i*)(const void*)(s3 + i));
+        __m256i const L0 = _mm256_unpacklo_epi8(a, b), L1 = _mm256_unpackhi_epi8(a, b);
+        __m256i const H0 = _mm256_unpacklo_epi8(c, d), H1 = _mm256_unpackhi_epi8(c, d);
+        /* lane 0 / lane 1: values 0-3 / 16-19, 4-7 / 20-23, 8-11 / 24-27, 12-15 / 28-31 */
+        __m256i const V0 = _mm256_unpacklo_epi16(L0, H0), V1 = _mm256_unpackhi_epi16(L0, H0);
+        __m256i const V2 = _mm256_unpacklo_epi16(L1, H1), V3 = _mm256_unpackhi_epi16(L1, H1);
+        __m256i const v[4] = { _mm256_permute2x128_si256(V0, V1, 0x20), _mm256_permute2x128_si256(V2, V3, 0x20),
+                               _mm256_permute2x128_si256(V0, V1, 0x31), _mm256_permute2x128_si256(V2, V3, 0x31) };
+        for (int k = 0; k < 4; k++)
+            _mm256_storeu_si256((__m256i*)(void*)(dst + 4 * i + 32 * k), fix_avx2(v[k], ref ? ref + 4 * i + 32 * k : NULL, rot, 32));
+    }
+    return i;
+}
+#endif
+
 void lmc_ungroup(uint8_t* dst, const uint8_t* streams, const uint8_t* ref, size_t n, unsigned w, int rotated)
 {
     const uint8_t* sp[8];
@@ -91,6 +145,12 @@ void lmc_ungroup_from(uint8_t* dst, const uint8_t* const* sp, const uint8_t* ref
     }
     if (w == 2) {
         const uint8_t* s0 = sp[0]; const uint8_t* s1 = sp[1];
+#if LMC_HAS_AVX2_DISPATCH
+        if (lmc_cpu_has_avx2()) {
+            size_t const d2 = ungroup2_avx2(dst, s0, s1, ref, n, rotated);
+            s0 += d2; s1 += d2; dst += 2 * d2; if (ref) ref += 2 * d2; n -= d2;
+        }
+#endif
 #if defined(__SSE2__)
         size_t const done = ungroup2_sse2(dst, s0, s1, ref, n, rotated);
         s0 += done; s1 += done; dst += 2 * done; if (ref) ref += 2 * done; n -= done;
@@ -102,6 +162,12 @@ void lmc_ungroup_from(uint8_t* dst, const uint8_t* const* sp, const uint8_t* ref
     if (w == 4) {
         const uint8_t* s0 = sp[0]; const uint8_t* s1 = sp[1];
         const uint8_t* s2 = sp[2]; const uint8_t* s3 = sp[3];
+#if LMC_HAS_AVX2_DISPATCH
+        if (lmc_cpu_has_avx2()) {
+            size_t const d4 = ungroup4_avx2(dst, s0, s1, s2, s3, ref, n, rotated);
+            s0 += d4; s1 += d4; s2 += d4; s3 += d4; dst += 4 * d4; if (ref) ref += 4 * d4; n -= d4;
+        }
+#endif
 #if defined(__SSE2__)
         size_t const done = ungroup4_sse2(dst, s0, s1, s2, s3, ref, n, rotated);
         s0 += done; s1 += done; s2 += done; s3 += done; dst += 4 * done; if (ref) ref += 4 * done; n -= done;
