@@ -241,6 +241,31 @@ LMC_TARGET_AVX512 static size_t ans1_wide_avx512(const lmc_ans1_dws* ws, uint8_t
 }
 #endif
 
+#if LMC_HAS_AVX512_DISPATCH
+/* A group's slot entries (s | (f - 1) << 8 | k << 20 for slot cum(s) + k),
+ * 16 a store; a symbol's last store masked to its own slots (the
+ * frequencies sum to M, so nothing is written past the group's). */
+LMC_TARGET_AVX512 static void fill_entries_avx512(uint32_t* ent, const uint16_t* freq)
+{
+    __m512i const iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    uint32_t cum = 0;
+    for (unsigned s = 0; s < 256; s++) {
+        uint32_t const f = freq[s];
+        if (!f) continue;
+        uint32_t* const e = ent + cum;
+        __m512i v = _mm512_or_si512(_mm512_set1_epi32((int)(s | (f - 1) << 8)), _mm512_slli_epi32(iota, 20));
+        __m512i const step = _mm512_set1_epi32(16 << 20);
+        uint32_t k = 0;
+        for (; k + 16 <= f; k += 16) {
+            _mm512_storeu_si512((void*)(e + k), v);
+            v = _mm512_add_epi32(v, step);
+        }
+        if (k < f) _mm512_mask_storeu_epi32((void*)(e + k), (__mmask16)((1u << (f - k)) - 1), v);
+        cum += f;
+    }
+}
+#endif
+
 size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* src, size_t size)
 {
     LMC_RETURN_IF(size < 3, TRUNCATED);
@@ -262,6 +287,9 @@ size_t lmc_ans1_decode(lmc_ans1_dws* ws, uint8_t* dst, size_t m, const uint8_t* 
         size_t const tsz = lmc_freq_read(ws->freq, 256, src + pos, size - pos);
         LMC_FORWARD(tsz);
         pos += tsz;
+#if LMC_HAS_AVX512_DISPATCH
+        if (lmc_cpu_has_avx512()) { fill_entries_avx512(ws->ent[g], ws->freq); continue; }
+#endif
         uint32_t cum = 0;
         for (unsigned s = 0; s < 256; s++) {
             uint32_t const f = ws->freq[s];
