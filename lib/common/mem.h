@@ -15,6 +15,15 @@
 #  define LMC_FORCE_INLINE static inline
 #endif
 
+/* Keeps gcc from vectorising a loop of table lookups (into extracts and
+ * inserts on the vector ports, which the vector work beside it needs):
+ * the value is made opaque, so each lookup stays a scalar load */
+#if defined(__GNUC__)
+#  define LMC_SCALAR_ONLY(v) __asm__("" : "+r"(v))
+#else
+#  define LMC_SCALAR_ONLY(v) ((void)0)
+#endif
+
 /* Passes that stream through memory doing little with each byte (grouping,
  * the REFCTX analysis, bf16 values, ungrouping) wait on it on the VMs
  * measured, whose hardware prefetchers do not run far enough ahead: they

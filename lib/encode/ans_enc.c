@@ -356,20 +356,13 @@ LMC_TARGET_BMI2 static size_t ans1_rounds32_bmi2(const lmc_ans1_ws* ws, const ui
 #endif
 
 #if LMC_HAS_AVX512_DISPATCH
-/* Keeps gcc from vectorising a loop of table lookups (into inserts on the
- * vector ports) */
-#if defined(__GNUC__)
-#  define ANS1_SCALAR_ONLY(v) __asm__("" : "+r"(v))
-#else
-#  define ANS1_SCALAR_ONLY(v) ((void)0)
-#endif
 
 /* The fields of symbols [i, i + 32) into f, by scalar loads. */
 LMC_FORCE_INLINE void ans1_fields(const lmc_ans1_ws* ws, const uint8_t* src, size_t i, size_t dist, uint32_t* f)
 {
     for (unsigned j = 0; j < LMC_ANS1_STATES_WIDE; j++) {
         unsigned k = (unsigned)ws->map[src[i + j - dist]] << 8 | src[i + j];
-        ANS1_SCALAR_ONLY(k);
+        LMC_SCALAR_ONLY(k);
         f[j] = ws->efc[k];
     }
 }

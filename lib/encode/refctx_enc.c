@@ -857,13 +857,6 @@ LMC_TARGET_AVX512 static size_t rc_rounds32_avx512(const lmc_refctx_ws* ws, size
 #endif
 
 #if LMC_HAS_AVX512_DISPATCH
-/* Keeps gcc from vectorising a loop of table lookups (into extracts and
- * inserts on the vector ports) */
-#if defined(__GNUC__)
-#  define LMC_SCALAR_ONLY(v) __asm__("" : "+r"(v))
-#else
-#  define LMC_SCALAR_ONLY(v) ((void)0)
-#endif
 /* rc_rounds32_avx512 with each token's fields (efc) looked up by scalar
  * loads and stores, a round of 64 tokens ahead, into a ring of two rounds
  * that the vector loop then loads whole: the rANS arithmetic keeps the
