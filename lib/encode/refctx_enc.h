@@ -14,11 +14,14 @@
 /* Per-thread scratch (about 1 MiB, of which a block touches the rows of its
  * contexts), reused for every block. */
 typedef struct {
-    /* token counts per key, one table per value index mod 4: a run of equal
-     * keys then increments four counters in turn, not one through the
-     * store-to-load chain. 16 bits suffice (a table sees at most 2^14
-     * values); kept zero between blocks. */
+    /* token counts per key (of half the values for 16 bits: count_keys),
+     * in four tables that the values take in turn: a run of equal keys then
+     * increments four counters in turn, not one through the store-to-load
+     * chain. 16 bits suffice (a table sees at most 2^14 values); kept zero
+     * between blocks. */
     uint16_t lcount[LMC_REFCTX_LANES * LMC_REFCTX_KEYS];
+    uint8_t  seen[LMC_REFCTX_KEYS];             /* 1: a value not counted has the key; kept zero between blocks */
+    int      sampled;                           /* 16-bit values, half of them counted (count_keys) */
     uint32_t count[LMC_REFCTX_CONTEXTS][LMC_REFCTX_ALPHA_MAX];   /* rows of present contexts */
     uint8_t  raw[4 * LMC_VBLOCK_MAX + 16];      /* the raw-bit stream, written by the analysis pass */
     uint16_t key[LMC_VBLOCK_MAX];               /* context * 65 + token of each value */
