@@ -155,6 +155,31 @@ lmc_bench() {  # lmc_bench KIND MODE NEW [REF] ; in-memory `lmc -b $LMC_FLAGS -T
     SCALING+=("| $kind | $mode | $LMC_TOOL | $(echo "$line" | sed -E 's/.*compress ([0-9.]+x), decompress ([0-9.]+x).*/\1 | \2/') |")
 }
 
+# One thread pinned to each of the first two CPUs in turn (taskset): lmc,
+# zstd -1 and byte-grouped zstd -1 in memory on the same CPU. On the 2-vCPU
+# AMD EPYC VM the two vCPUs differed, and which was the slow one changed
+# within the hour: on 2026-12-05 at 10:20 UTC vCPU 1 read memory at 15 GB/s
+# against vCPU 0's 28 and decoded a bf16 delta 25-35 % slower (zstd -1
+# within 2 % on both); at 10:35 vCPU 1 read at 39 GB/s against 29 and was
+# the faster. An unpinned one-thread run lands on either, which moved lmc's
+# one-thread speed, and its ratio to the peers, by a third from run to run.
+# Rows of markdown in PINNED.
+pinned_rows() {  # pinned_rows KIND MODE NEW PEER_IN W [REF]
+    local kind=$1 mode=$2 new=$3 peer_in=$4 w=$5 ref=${6:-} cpu out lc ld zc zd gc gd
+    command -v taskset > /dev/null && [ "$(nproc)" -ge 2 ] || return 0
+    for cpu in 0 1; do
+        if [ -n "$ref" ]; then out=$(taskset -c $cpu "$LMC" -b "$new" -r "$ref" -T1 -i $LMC_ITERS) || fail "pinned lmc -b failed on $new"
+        else out=$(taskset -c $cpu "$LMC" -b "$new" -T1 -i $LMC_ITERS) || fail "pinned lmc -b failed on $new"; fi
+        lc=$(echo "$out" | sed -nE 's/.*, compress ([0-9.]+) MB\/s.*/\1/p')
+        ld=$(echo "$out" | sed -nE 's/.*decompress ([0-9.]+) MB\/s.*/\1/p')
+        read -r _ _ zc zd < <(taskset -c $cpu build/bench/bgzstd "$peer_in" 1 1 1 5) || fail "pinned zstd-1 failed on $peer_in"
+        read -r _ _ gc gd < <(taskset -c $cpu build/bench/bgzstd "$peer_in" "$w" 1 1 5) || fail "pinned bg zstd-1 failed on $peer_in"
+        printf '  pinned to CPU %s: lmc c %s d %s, zstd-1 c %s d %s, bg zstd-1 c %s d %s\n' "$cpu" "$lc" "$ld" "$zc" "$zd" "$gc" "$gd" >&2
+        PINNED+=("$(awk -v k="$kind" -v m="$mode" -v cpu="$cpu" -v lc="$lc" -v ld="$ld" -v zc="$zc" -v zd="$zd" -v gc="$gc" -v gd="$gd" 'BEGIN {
+            printf "| %s | %s | %s | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.2fx / %.2fx | %.2fx / %.2fx |", k, m, cpu, lc, ld, zc, zd, gc, gd, lc / zc, ld / zd, lc / gc, ld / gd }')")
+    done
+}
+
 c_peer() {  # c_peer KIND MODE TOOL THREADS BIN ARGS... ; prints "IN OUT C D"
     local kind=$1 mode=$2 tool=$3 th=$4 out rc=0
     shift 4
@@ -168,6 +193,7 @@ c_peer() {  # c_peer KIND MODE TOOL THREADS BIN ARGS... ; prints "IN OUT C D"
 # ---- 4. run ----------------------------------------------------------------
 declare -A INFO STAGES
 SCALING=()
+PINNED=()
 LMC_ITERS=9   # lmc -b iterations (medians of 9; the two thread counts alternate)
 for kind in $KINDS; do
     new="$TMP/$kind.new"; old="$TMP/$kind.old"; xor="$TMP/$kind.xor"
@@ -180,6 +206,7 @@ for kind in $KINDS; do
         log "$kind / $mode ($(stat -c %s "$new") bytes)"
         # lmc, in memory, then once through the CLI with a round-trip check (-T2)
         LMC_FLAGS="" LMC_TOOL="lmc" lmc_bench "$kind" "$mode" "$new" $ref
+        pinned_rows "$kind" "$mode" "$new" "$peer_in" "$w" $ref
         if [ -n "$ref" ]; then
             # the paper's LMC coding of deltas (XOR + byte groups), the baseline REFCTX must beat
             LMC_FLAGS="--no-refctx" LMC_TOOL="lmc --no-refctx" lmc_bench "$kind" "$mode" "$new" $ref
@@ -290,6 +317,17 @@ ver() { "$@" 2>&1 | head -n 1 | sed -E 's/^\*+ //; s/, by .*//; s/ \*+$//' | tr 
     echo "|---|---|---|---:|---:|"
     for l in "${SCALING[@]}"; do echo "$l"; done
     echo
+    if [ ${#PINNED[@]} -gt 0 ]; then
+        echo "## One thread pinned to each CPU (taskset -c 0, then 1)"
+        echo
+        echo "\`taskset -c CPU ./lmc -b FILE [-r REF] -T1 -i $LMC_ITERS\` and, on the same CPU just after, zstd -1 and byte-grouped zstd -1 in memory (bench/bgzstd.c, median of 5)."
+        echo "Unpinned, a one-thread run lands on either CPU; on the VMs this was written on the two differed (see bench/run.sh, pinned_rows). MB/s compress / decompress."
+        echo
+        echo "| input | mode | CPU | lmc | zstd-1 in memory | byte-grouped zstd-1 | lmc / zstd-1 | lmc / byte-grouped zstd-1 |"
+        echo "|---|---|---:|---:|---:|---:|---:|---:|"
+        for l in "${PINNED[@]}"; do echo "$l"; done
+        echo
+    fi
     echo "## REFCTX coder stages (bench/refctx_stages.c: float tensors only, one thread, in memory, median of 7)"
     echo
     for kind in $KINDS; do echo "- $kind delta: ${STAGES[$kind]}"; done
