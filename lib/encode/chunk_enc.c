@@ -257,6 +257,11 @@ static size_t sample_xor_estimate(const uint8_t* src, const uint8_t* r, size_t m
  * ones too), and the moments delta of traj-3m compresses 3.7 % faster at a
  * 128th than at a sixty-fourth. Small blocks, estimated whole, keep the
  * thirty-second. */
+/* ws->lean after a REFCTX block whose sampled XOR estimate was an eighth
+ * or more over REFCTX's (bf16 deltas: about a sixth): the next block skips
+ * even that sample and codes REFCTX, the one after it samples again. */
+#define LEAN_WIDE 2
+
 static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src, const uint8_t* r,
                                 size_t n, unsigned w, int rot, unsigned coders, lmc_frame_stats* st)
 {
@@ -291,9 +296,14 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         vblock_estimates e;
         if (lean) {
             rc_est = lmc_refctx_prepare(&ws->rc, s, rr, m, w);
-            e.xor_ = sample_xor_estimate(s, rr, m, w, rot);
             e.plain = SIZE_MAX;
-            lean = e.xor_ > rc_est + rc_est / clear;
+            if (lean == LEAN_WIDE) {
+                e.xor_ = SIZE_MAX;   /* not sampled: see LEAN_WIDE */
+                lean = 1;
+            } else {
+                e.xor_ = sample_xor_estimate(s, rr, m, w, rot);
+                lean = e.xor_ > rc_est + rc_est / clear;
+            }
         }
         if (!lean) {
             e = sample_estimates(ws, s, rr, m, w, rot);
@@ -307,7 +317,8 @@ static uint8_t* encode_refmodel(lmc_chunk_ws* ws, uint8_t* p, const uint8_t* src
         size_t sz = 0;
         if (rc_est != SIZE_MAX && g_est > rc_est + rc_est / clear) {
             sz = lmc_refctx_encode(&ws->rc, p, worst);
-            lean = sz;
+            /* after a block checked and won by an eighth, the next is not */
+            lean = !sz ? 0 : lean == 1 && g_est != SIZE_MAX && g_est > rc_est + rc_est / 8 ? LEAN_WIDE : 1;
             if (sz) {
                 add_block_stat(st, LMC_CODER_REFCTX, m * w, sz);
                 p += sz;
