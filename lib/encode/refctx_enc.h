@@ -14,11 +14,11 @@
 /* Per-thread scratch (about 1 MiB, of which a block touches the rows of its
  * contexts), reused for every block. */
 typedef struct {
-    /* token counts per key (of half the values for 16 bits: count_keys),
-     * in four tables that the values take in turn: a run of equal keys then
-     * increments four counters in turn, not one through the store-to-load
-     * chain. 16 bits suffice (a table sees at most 2^14 values); kept zero
-     * between blocks. */
+    /* token counts per key (of half the values of a 16-bit block of 8 Ki
+     * values or more: count_keys), in four tables that the values take in
+     * turn: a run of equal keys then increments four counters in turn, not
+     * one through the store-to-load chain. 16 bits suffice (a table sees at
+     * most 2^14 values); kept zero between blocks. */
     uint16_t lcount[LMC_REFCTX_LANES * LMC_REFCTX_KEYS];
     uint8_t  seen[LMC_REFCTX_KEYS];             /* 1: a value not counted has the key; kept zero between blocks */
     int      sampled;                           /* 16-bit values, half of them counted (count_keys) */
