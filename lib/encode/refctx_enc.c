@@ -909,27 +909,47 @@ LMC_FORCE_INLINE size_t rc_rounds32(const lmc_refctx_ws* ws, size_t i, uint32_t*
 }
 
 #if LMC_HAS_AVX512_DISPATCH
-/* For test_refctx: rc_next against exact division, for every f in 1..M and,
- * for each, x at both ends of every quotient of a spread of quotients
- * (all below 2^12, then a stride) and the top of the range. Returns the
- * number of wrong states. */
+/* For test_refctx: rc_next against exact division, for every f in 1..M
+ * and, for each, x at both ends of every quotient of a spread of
+ * quotients (all below 2^12, then a stride) and the top of the range;
+ * then states that renormalise first (x >= f << 19), x >> 16 at both ends
+ * of every quotient below 2^15, with the low word all zeros or all ones.
+ * Returns the number of wrong states. */
+LMC_TARGET_AVX512 static long rc_next_batch(uint32_t* xs, uint32_t* fs, uint32_t* cs)
+{
+    uint32_t out[16];
+    __m512i const x = _mm512_loadu_si512((const void*)xs), f = _mm512_loadu_si512((const void*)fs);
+    __mmask16 const sh = _mm512_cmpge_epu32_mask(x, _mm512_slli_epi32(f, 19));
+    _mm512_storeu_si512((void*)out, rc_next(x, f, _mm512_loadu_si512((const void*)cs), sh));
+    long bad = 0;
+    for (unsigned j = 0; j < 16; j++) {
+        uint32_t const x1 = xs[j] >= (uint64_t)fs[j] << 19 ? xs[j] >> 16 : xs[j];
+        bad += out[j] != cs[j] + x1 % fs[j] + (x1 / fs[j]) * LMC_ANS_M;
+    }
+    return bad;
+}
+
 LMC_TARGET_AVX512 static long rc_next_misses_avx512(void)
 {
     long bad = 0;
-    uint32_t xs[16], fs[16], cs[16], out[16];
+    uint32_t xs[16], fs[16], cs[16];
     unsigned n = 0;
     for (uint32_t f = 1; f <= LMC_ANS_M; f++) {
         uint32_t const cum = (f * 2654435761u) % (LMC_ANS_M - f + 1);
         for (uint32_t q = 0; q < (1u << 19); q = q < 4096 ? q + 1 : q + 997 + (q & 255)) {
-            for (int e = 0; e < 3; e++) {
-                uint64_t const x = e == 2 ? ((uint64_t)f << 19) - 1 : (uint64_t)q * f + (e ? f - 1 : 0);
-                if (x == 0 || x >= ((uint64_t)f << 19)) continue;
+            for (int e = 0; e < 7; e++) {
+                uint64_t x;
+                if (e < 3) {
+                    x = e == 2 ? ((uint64_t)f << 19) - 1 : (uint64_t)q * f + (e ? f - 1 : 0);
+                    if (x == 0 || x >= ((uint64_t)f << 19)) continue;
+                } else {
+                    uint64_t const x1 = (uint64_t)q * f + (e & 1 ? f - 1 : 0);
+                    x = x1 << 16 | (e < 5 ? 0 : 0xFFFF);
+                    if (x1 >= (1u << 15) || x < ((uint64_t)f << 19) || x >= (1ull << 31)) continue;
+                }
                 xs[n] = (uint32_t)x; fs[n] = f; cs[n] = cum;
                 if (++n < 16) continue;
-                _mm512_storeu_si512((void*)out, rc_next(_mm512_loadu_si512((const void*)xs), _mm512_loadu_si512((const void*)fs),
-                                                        _mm512_loadu_si512((const void*)cs)));
-                for (unsigned j = 0; j < 16; j++)
-                    bad += out[j] != cs[j] + xs[j] % fs[j] + (xs[j] / fs[j]) * LMC_ANS_M;
+                bad += rc_next_batch(xs, fs, cs);
                 n = 0;
             }
         }
