@@ -18,9 +18,10 @@
  * send their low word out (x' = x >> 16; else x' = x, and 1 <= x' < f << 19
  * either way). The new state is x' + cum + q (M - f) with q = x' div f,
  * which is cum + (x' mod f) + q M. q comes from single floats: x rounded
- * (2^-24 relative), 1/f from the 14-bit estimate and a Newton step, then
- * raised by 2^-20, so that the estimate of x / f is above it (the errors
- * below add to about 5 * 2^-24) by less than 2^-19 relative, which for a
+ * (2^-24 relative), 1/f from the 14-bit estimate and a Newton step whose
+ * 2 is raised by 2^-20 (r (2 + 2^-20 - f r): the step's result plus
+ * r 2^-20), so that the estimate of x / f is above it (the errors below
+ * add to about 4 * 2^-24) by less than 2^-19 relative, which for a
  * quotient under 2^19 is less than 1: its floor q' is q or q + 1. The
  * remainder x' - q' f is below 0 exactly when q' is one too many, and
  * taking M - f corrects it. The quotient of x >> 16 is estimated from x
@@ -37,8 +38,7 @@ LMC_TARGET_AVX512 LMC_FORCE_INLINE __m512i rc_next(__m512i x, __m512i f, __m512i
 {
     __m512 const ff = _mm512_cvtepu32_ps(f);
     __m512 r = _mm512_rcp14_ps(ff);
-    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(ff, r, _mm512_set1_ps(2.0f)));
-    r = _mm512_mul_ps(r, _mm512_set1_ps(1.0f + 1.0f / 1048576.0f));
+    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(ff, r, _mm512_set1_ps(2.0f + 1.0f / 1048576.0f)));
     __m512 const xf = _mm512_cvtepu32_ps(x);
     __m512i const q = _mm512_mask_blend_epi32(out, _mm512_cvttps_epu32(_mm512_mul_ps(xf, r)),
                                               _mm512_cvttps_epu32(_mm512_mul_ps(xf, _mm512_mul_ps(r, _mm512_set1_ps(1.0f / 65536.0f)))));
