@@ -195,6 +195,11 @@ declare -A INFO STAGES
 SCALING=()
 PINNED=()
 LMC_ITERS=9   # lmc -b iterations (medians of 9; the two thread counts alternate)
+# An untimed lmc -b first: in the runs of 2026-12-05 the first rows measured
+# (the bf16 keyframe's) were the only ones whose two-thread speed-ups fell to
+# 0.93-1.39x, in both runs, while a run between them gave 1.86-2.07x.
+log "warm-up (lmc -b, not recorded)"
+"$LMC" -b "$LAST/$(echo $KINDS | cut -d' ' -f1).safetensors" -T1,2 -i 5 > /dev/null || fail "lmc -b warm-up failed"
 for kind in $KINDS; do
     new="$TMP/$kind.new"; old="$TMP/$kind.old"; xor="$TMP/$kind.xor"
     cp "$LAST/$kind.safetensors" "$new"; cp "$PREV/$kind.safetensors" "$old"
@@ -282,7 +287,7 @@ ver() { "$@" 2>&1 | head -n 1 | sed -E 's/^\*+ //; s/, by .*//; s/ \*+$//' | tr 
     echo "Method. *full* = the new file alone; *delta* = the new file given the reference:"
     echo "lmc takes \`-r REF\`, every other tool compresses the XOR delta (\`tools/xor.py NEW REF\`, same size)."
     echo "ratio = compressed bytes / original bytes (lower is better); MB/s = original bytes / median seconds / 1e6, both directions."
-    echo "\`lmc\` rows: \`./lmc -b FILE [-r REF] -T1,2 -i $LMC_ITERS\` (in memory, median of $LMC_ITERS; each iteration compresses with 1 then 2 threads, then decompresses with 1 then 2,"
+    echo "\`lmc\` rows: \`./lmc -b FILE [-r REF] -T1,2 -i $LMC_ITERS\` (in memory, median of $LMC_ITERS, after one untimed \`lmc -b\` of the first file; each iteration compresses with 1 then 2 threads, then decompresses with 1 then 2,"
     echo "so both counts share the box's fast and slow moments; lmc checks the round trip and that both counts give the same bytes)."
     echo "\`lmc (CLI)\` rows and all command-line peers: whole process timed with \`date +%s.%N\`, input and output files on tmpfs (/dev/shm),"
     echo "so process start and file I/O are included; 5 runs if the first took < 1 s, 3 if < 5 s, else 1; median; every decompression checked with cmp."
