@@ -1446,6 +1446,18 @@ static int verify_output(const char* out_name, int fd, uint64_t frame_size,
  * delta -T2 97 -> 118). */
 #define READ_INSTEAD_MIN ((uint64_t)8 << 20)
 #define READ_INSTEAD_MIN_ALL_CORES ((uint64_t)32 << 20)
+/* Whether a regular file to compress is a zip (a torch.save archive, read
+ * with --format=auto or torch): its layout is in the central directory at
+ * the end, so the library parses it in place from a mapping, where read
+ * windows would make it stage the whole file first (a 231 MB archive
+ * peaked at 474 MiB against a reference, 2026-12-05). */
+static int input_is_zip(int fd)
+{
+    unsigned char m[4];
+    if (g_opt.format != LMC_FORMAT_AUTO && g_opt.format != LMC_FORMAT_TORCH_ZIP) return 0;
+    return pread(fd, m, sizeof m, 0) == (ssize_t)sizeof m && m[0] == 'P' && m[1] == 'K' && m[2] == 3 && m[3] == 4;
+}
+
 static int read_input_instead(int decomp, uint64_t size)
 {
     /* reading holds a whole window (a batch of chunks: threads + 2 of them)
@@ -1570,7 +1582,7 @@ static int process_file(const char* name)
     j.prog = &prog;
     j.regular = !in_stdin && S_ISREG(ist.st_mode);
     if (!in_stdin && S_ISREG(ist.st_mode) && ist.st_size > 0 && (uint64_t)ist.st_size <= (uint64_t)SIZE_MAX
-        && !read_input_instead(decomp, (uint64_t)ist.st_size)) {
+        && (!read_input_instead(decomp, (uint64_t)ist.st_size) || input_is_zip(infd))) {
         /* a failed map is not an error: read() still works */
         void* m = mmap(NULL, (size_t)ist.st_size, PROT_READ, MAP_PRIVATE, infd, 0);
         if (m != MAP_FAILED) {

@@ -137,7 +137,9 @@ def compress_file(src, dst=None, ref=None, threads=None, format=None, dtype=None
         st = os.fstat(f.fileno())
         if _stat.S_ISREG(st.st_mode):
             check(lib.lmc_cctx_set_param(c.p, _lib.LMC_P_CONTENT_SIZE, st.st_size), "content size")
-        read = _codec.input_reader(f, c.stream_sizes()[0], prefer_read=True)
+        # a zip is parsed in place only where its whole file is at hand
+        zip_ok = c.format in (_lib.FORMATS["auto"], _lib.FORMATS["torch"])
+        read = _codec.input_reader(f, c.stream_sizes()[0], prefer_read=True, map_zip=zip_ok)
         try:
             with AtomicFile(dst) as out:
                 c.hash_ref_last()   # the header's reference hash is written last

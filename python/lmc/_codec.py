@@ -185,6 +185,7 @@ class CCtx(_Ctx):
             dtc = dtype_code(dtype)
             if dtc is not None and fmt is None:
                 fmt = _lib.FORMATS["raw"]      # as the CLI: --dtype implies --format=raw
+            self.format = _lib.FORMATS["auto"] if fmt is None else fmt
             if fmt is not None:
                 check(lib.lmc_cctx_set_param(self.p, _lib.LMC_P_FORMAT, fmt), "format")
             if dtc is not None:
@@ -509,7 +510,18 @@ def mapped_reader(buf):
 READ_MAX = 8 << 20
 
 
-def input_reader(f, size, prefer_read=False):
+def _is_zip(f):
+    """Whether the regular file f starts as a zip (a torch.save archive).
+    Its layout is in the directory at its end: the library parses it in
+    place from a mapping, where pieces read would make it stage the whole
+    file first (a 231 MB archive peaked at 487 MB, 2026-12-05)."""
+    try:
+        return os.pread(f.fileno(), 4, 0) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def input_reader(f, size, prefer_read=False, map_zip=False):
     """read() for drive_* over the open file f: a regular file mapped
     (mapped_reader), anything else (a pipe, a device, a file that cannot
     be mapped) read in pieces of `size` with read-ahead (file_reader).
@@ -519,9 +531,11 @@ def input_reader(f, size, prefer_read=False):
     (compress_file of an 8.6 GB bf16 delta at 2 threads: 12.4-13.2 s
     mapped, 10.0-10.5 read), and two buffers of `size` are little at those
     thread counts; above them the mapping keeps memory within the bound.
+    map_zip: a zip (a torch.save archive, coded as one) is mapped anyway.
     Call read.close() when done."""
     st = os.fstat(f.fileno())
-    if prefer_read and size <= READ_MAX and st.st_size >= READ_MAX:
+    if prefer_read and size <= READ_MAX and st.st_size >= READ_MAX \
+            and not (map_zip and _is_zip(f)):
         return file_reader(f, read_ahead=True, size=size)
     if stat.S_ISREG(st.st_mode) and st.st_size > 0:
         try:
