@@ -1499,6 +1499,12 @@ static int process_file(const char* name)
     }
     if (fstat(infd, &ist) != 0) { errmsg("%s: cannot stat: %s", in_disp, strerror(errno)); goto out; }
     if (S_ISDIR(ist.st_mode)) { errmsg("%s: is a directory", in_disp); goto out; }
+    if (in_stdin && S_ISREG(ist.st_mode)) {
+        /* a file given as stdin may be read from past its start
+         * ((head -c N >/dev/null; lmc) < FILE): its size is what is left */
+        off_t const at = lseek(infd, 0, SEEK_CUR);
+        if (at > 0) ist.st_size = at < ist.st_size ? ist.st_size - at : 0;
+    }
 
     /* output */
     if (mode == MODE_TEST) {
@@ -1581,8 +1587,10 @@ static int process_file(const char* name)
     j.outfd = (mode == MODE_TEST) ? -1 : outfd;
     j.prog = &prog;
     j.regular = !in_stdin && S_ISREG(ist.st_mode);
-    if (!in_stdin && S_ISREG(ist.st_mode) && ist.st_size > 0 && (uint64_t)ist.st_size <= (uint64_t)SIZE_MAX
-        && (!read_input_instead(decomp, (uint64_t)ist.st_size) || input_is_zip(infd))) {
+    /* a zip is mapped from stdin too, when that is a regular file read from its start */
+    if (S_ISREG(ist.st_mode) && ist.st_size > 0 && (uint64_t)ist.st_size <= (uint64_t)SIZE_MAX
+        && ((!in_stdin && !read_input_instead(decomp, (uint64_t)ist.st_size))
+            || (!decomp && (!in_stdin || lseek(infd, 0, SEEK_CUR) == 0) && input_is_zip(infd)))) {
         /* a failed map is not an error: read() still works */
         void* m = mmap(NULL, (size_t)ist.st_size, PROT_READ, MAP_PRIVATE, infd, 0);
         if (m != MAP_FAILED) {

@@ -136,6 +136,13 @@ check "stdin -> stdout via pipes" same pipe.out rand
 check "'-' means stdin/stdout" same dash.out zeros
 "$LMC" -q -d -o fromstdin.out < dash.lmc
 check "stdin to -o FILE" same fromstdin.out zeros
+# a file given as stdin past its start: what is left of it, both ways
+# (the size declared was the whole file's: "content size differs")
+(head -c 1000 > /dev/null; "$LMC" -q -c) < rand > part.lmc
+check "stdin read from past a file's start: compressed" eval 'tail -c +1001 rand | cmp -s - <("$LMC" -q -dc part.lmc)'
+{ printf 'junk!'; cat part.lmc; } > junk.lmc
+(head -c 5 > /dev/null; "$LMC" -q -dc) < junk.lmc > part.out
+check "stdin read from past a file's start: decompressed" eval 'tail -c +1001 rand | cmp -s - part.out'
 "$LMC" -q -dc c.lmc c.lmc > twice.out
 check "-dc of two files concatenates" eval '[ $(stat -c %s twice.out) -eq $((2 * $(stat -c %s rand))) ]'
 
@@ -403,11 +410,15 @@ else
     check "torch zip of 80 MiB: coded as torch" eval '"$LMC" -l big.lmc | grep -q "container torch-zip"'
     "$LMC" -q -f -d -r big_ref.pt big.lmc -o big.out
     check "torch zip of 80 MiB: round trip" same big.out big_new.pt
+    kib=$(peak_kib sh -c '"$1" -q -T2 -r big_ref.pt -c < big_new.pt > bigs.lmc' sh "$LMC")
+    check "torch zip of 80 MiB as stdin, -T2 delta: peak memory $kib KiB within 68 MiB" \
+        eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
+    check "torch zip of 80 MiB as stdin: the same frame as from the file" same bigs.lmc big.lmc
     kib=$(peak_kib "$LMC" -q -f -T2 big_new.pt -o bigk.lmc)
     check "torch zip of 80 MiB, -T2 keyframe: peak memory $kib KiB within 68 MiB" \
         eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
 fi
-rm -f big_new.pt big_ref.pt big.lmc big.out bigk.lmc
+rm -f big_new.pt big_ref.pt big.lmc big.out bigk.lmc bigs.lmc
 # a torch zip against one whose storages all differ (bf16.pt: storage 0 is
 # 64x32 bf16; step3.pt's 16 are float32 of other sizes): a keyframe, warned
 out=$("$LMC" -f -r "$TZ/bf16.pt" "$TZ/step3.pt" -o tzw.lmc 2>&1); rc=$?
