@@ -414,11 +414,17 @@ else
     check "torch zip of 80 MiB as stdin, -T2 delta: peak memory $kib KiB within 68 MiB" \
         eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
     check "torch zip of 80 MiB as stdin: the same frame as from the file" same bigs.lmc big.lmc
+    # `lmc analyze` compresses the whole file as lmc does: in place too
+    kib=$(peak_kib sh -c '"$1" analyze -T2 --ref big_ref.pt big_new.pt > big.analyze' sh "$LMC")
+    check "analyze of a torch zip of 80 MiB: peak memory $kib KiB within 68 MiB" \
+        eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
+    check "analyze of a torch zip of 80 MiB: the whole-file size is lmc's" \
+        eval 'grep -q "whole file: .*lmc .*($(stat -c %s big.lmc) B" big.analyze'
     kib=$(peak_kib "$LMC" -q -f -T2 big_new.pt -o bigk.lmc)
     check "torch zip of 80 MiB, -T2 keyframe: peak memory $kib KiB within 68 MiB" \
         eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
 fi
-rm -f big_new.pt big_ref.pt big.lmc big.out bigk.lmc bigs.lmc
+rm -f big_new.pt big_ref.pt big.lmc big.out bigk.lmc bigs.lmc big.analyze
 # a torch zip against one whose storages all differ (bf16.pt: storage 0 is
 # 64x32 bf16; step3.pt's 16 are float32 of other sizes): a keyframe, warned
 out=$("$LMC" -f -r "$TZ/bf16.pt" "$TZ/step3.pt" -o tzw.lmc 2>&1); rc=$?
