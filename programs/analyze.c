@@ -722,7 +722,7 @@ static void* fjob_run(void* arg)
     {
         /* A zip (torch.save) has its directory at its end: given in windows,
          * the library would stage the whole file to parse it (a 231 MB
-         * archive took 476 MB of RSS), so it gets the file mapped whole and
+         * archive took 465 MiB of RSS), so it gets the file mapped whole and
          * codes it in place, as `lmc` does; the pages it has passed are
          * dropped from this process's memory as it goes. */
         unsigned char m[4];

@@ -1450,7 +1450,7 @@ static int verify_output(const char* out_name, int fd, uint64_t frame_size,
  * with --format=auto or torch): its layout is in the central directory at
  * the end, so the library parses it in place from a mapping, where read
  * windows would make it stage the whole file first (a 231 MB archive
- * peaked at 474 MiB against a reference, 2026-12-05). */
+ * peaked at 463 MiB against a reference, 2026-12-05). */
 static int input_is_zip(int fd)
 {
     unsigned char m[4];

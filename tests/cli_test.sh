@@ -370,7 +370,7 @@ check "torch zip delta: round trip" same tz.out "$TZ/step3.pt"
 # A torch.save zip too large for the read windows (80 MiB: regular files
 # from 8 or 32 MiB are read rather than mapped) is still mapped and parsed
 # in place: read, the library would stage the whole file to find its
-# directory, and peak memory grew with the file (474 MiB for a 231 MB
+# directory, and peak memory grew with the file (463 MiB for a 231 MB
 # archive, 2026-12-05). The bound is issue 3's, 64 MiB + threads x 2 chunks
 # (1 MiB here); sanitizer builds use far more and skip it.
 python3 - big_new.pt big_ref.pt <<'EOF2'

@@ -514,7 +514,7 @@ def _is_zip(f):
     """Whether the regular file f starts as a zip (a torch.save archive).
     Its layout is in the directory at its end: the library parses it in
     place from a mapping, where pieces read would make it stage the whole
-    file first (a 231 MB archive peaked at 487 MB, 2026-12-05)."""
+    file first (a 231 MB archive peaked at 475 MiB, 2026-12-05)."""
     try:
         return os.pread(f.fileno(), 4, 0) == b"PK\x03\x04"
     except OSError:

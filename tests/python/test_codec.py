@@ -401,7 +401,7 @@ class TestReadAhead(TempDirCase):
 class TestZipInPlace(TempDirCase):
     """compress_file maps a torch.save zip however large: read in pieces,
     the library would stage the whole file to find its directory (at the
-    end), and peak memory grew with the file (487 MB for a 231 MB archive
+    end), and peak memory grew with the file (475 MiB for a 231 MB archive
     against a reference, 2026-12-05). Measured in a child process, the
     bound issue 3 sets the command: 64 MiB + threads x 2 chunks."""
 
