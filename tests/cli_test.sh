@@ -414,6 +414,26 @@ else
     check "torch zip of 80 MiB as stdin, -T2 delta: peak memory $kib KiB within 68 MiB" \
         eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
     check "torch zip of 80 MiB as stdin: the same frame as from the file" same bigs.lmc big.lmc
+    # a directory whose first file is read (a safetensors file of 40 MiB)
+    # and whose second is mapped (the zip): the first one's read buffers and
+    # reference pages do not stay on top of the second's (80 MiB before)
+    mkdir -p dnew dref
+    python3 - dnew/a.safetensors dref/a.safetensors <<'EOF2'
+import json, os, struct, sys
+n = 40 << 20
+h = json.dumps({"w": {"dtype": "F32", "shape": [n // 4], "data_offsets": [0, n]}}).encode()
+base = os.urandom(n); changed = bytearray(base); changed[::4096] = bytes(len(changed[::4096]))
+for path, data in ((sys.argv[1], bytes(changed)), (sys.argv[2], base)):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+EOF2
+    cp big_new.pt dnew/b.pt; cp big_ref.pt dref/b.pt
+    kib=$(peak_kib "$LMC" -q -f -T2 -r dref dnew)
+    check "directory, a safetensors file read then a torch zip mapped, -T2: peak memory $kib KiB within 68 MiB" \
+        eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
+    "$LMC" -q -f -d -r dref dnew.lmc -o dback
+    check "directory, a safetensors file and a torch zip: round trip" eval 'same dback/a.safetensors dnew/a.safetensors && same dback/b.pt dnew/b.pt'
+    rm -rf dnew dref dnew.lmc dback
     # `lmc analyze` compresses the whole file as lmc does: in place too
     kib=$(peak_kib sh -c '"$1" analyze -T2 --ref big_ref.pt big_new.pt > big.analyze' sh "$LMC")
     check "analyze of a torch zip of 80 MiB: peak memory $kib KiB within 68 MiB" \
