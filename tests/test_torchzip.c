@@ -318,6 +318,17 @@ static void test_streaming(void** state)
         free(out); free(comp);
         lmc_cctx_free(c); lmc_dctx_free(d);
     }
+    /* The whole zip is asked for up to LMC_TZ_MAX_BUFFERED (32 MiB, which
+     * keeps a stream within the memory bound); a larger pledged size, or
+     * none, gets generic mode (0: nothing more needed); a caller's buffer
+     * holding the whole file, of any size, is parsed in place (0 too). */
+    assert_int_equal(LMC_TZ_MAX_BUFFERED, (uint64_t)32 << 20);
+    assert_int_equal(lmc_segs_prefix_needed(LMC_FORMAT_AUTO, buf, 4, n), n);
+    assert_int_equal(lmc_segs_prefix_needed(LMC_FORMAT_AUTO, buf, 4, LMC_TZ_MAX_BUFFERED), LMC_TZ_MAX_BUFFERED);
+    assert_int_equal(lmc_segs_prefix_needed(LMC_FORMAT_AUTO, buf, 4, LMC_TZ_MAX_BUFFERED + 1), 0);
+    assert_int_equal(lmc_segs_prefix_needed(LMC_FORMAT_TORCH_ZIP, buf, 4, (uint64_t)1 << 30), 0);
+    assert_int_equal(lmc_segs_prefix_needed(LMC_FORMAT_AUTO, buf, 4, UINT64_MAX), 0);
+    assert_int_equal(lmc_segs_prefix_needed(LMC_FORMAT_AUTO, buf, n, n), 0);
     free(buf);
 }
 
