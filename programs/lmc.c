@@ -1129,6 +1129,7 @@ static void buffer_drop(void* p, size_t n)
 
 static int run_compress(job_t* j)
 {
+    g_ref_released_at = 0;   /* progress starts again (a directory's files, --rm's check) */
     /* coding from the mapping leaves the read buffers idle: the pages an
      * earlier file of a directory filled would stay on top of this one's
      * (a safetensors file read, then a torch zip mapped: 80 MiB at -T2,
@@ -1157,6 +1158,7 @@ static int run_compress(job_t* j)
 /* Decodes one frame from j->infd. Returns 0, or -1 after printing an error. */
 static int run_decompress(job_t* j)
 {
+    g_ref_released_at = 0;   /* progress starts again (a directory's files, --rm's check) */
     int done = 0;
     if (j->map) return run_decompress_mapped(j);
     for (;;) {
@@ -1616,7 +1618,6 @@ static int process_file(const char* name)
         }
     }
     t0 = now_sec();
-    g_ref_released_at = 0;   /* a directory's previous file may have been longer */
     if (decomp) {
         lmc_dctx_reset(g_dctx);
         if (give_dctx_ref(&j, use_tmp || mode == MODE_TEST) != 0) goto out;

@@ -440,11 +440,17 @@ EOF2
         eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
     check "analyze of a torch zip of 80 MiB: the whole-file size is lmc's" \
         eval 'grep -q "whole file: .*lmc .*($(stat -c %s big.lmc) B" big.analyze'
+    # --rm decodes the output against the reference before removing the
+    # input: that pass drops the reference's pages behind it too
+    cp big_new.pt big_rm.pt
+    kib=$(peak_kib "$LMC" -q -f -T2 --rm -r big_ref.pt big_rm.pt)
+    check "torch zip of 80 MiB, --rm -T2 delta: peak memory $kib KiB within 68 MiB" \
+        eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ] && [ ! -e big_rm.pt ] && same big_rm.pt.lmc big.lmc'
     kib=$(peak_kib "$LMC" -q -f -T2 big_new.pt -o bigk.lmc)
     check "torch zip of 80 MiB, -T2 keyframe: peak memory $kib KiB within 68 MiB" \
         eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
 fi
-rm -f big_new.pt big_ref.pt big.lmc big.out bigk.lmc bigs.lmc big.analyze
+rm -f big_new.pt big_ref.pt big.lmc big.out bigk.lmc bigs.lmc big.analyze big_rm.pt big_rm.pt.lmc
 # a torch zip against one whose storages all differ (bf16.pt: storage 0 is
 # 64x32 bf16; step3.pt's 16 are float32 of other sizes): a keyframe, warned
 out=$("$LMC" -f -r "$TZ/bf16.pt" "$TZ/step3.pt" -o tzw.lmc 2>&1); rc=$?
