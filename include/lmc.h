@@ -214,7 +214,12 @@ typedef struct { void* dst; size_t size; size_t pos; } lmc_outbuf;
  * returns 0. Returns 0 when the frame is complete and fully flushed; a
  * positive number while work remains (a hint: bytes waiting to be flushed,
  * or input wanted); or an error. Memory is bounded by the chunk size and the
- * thread count, whatever the input size. After 0 or an error, the next call
+ * thread count, whatever the input size. A torch.save zip (LMC_FORMAT_AUTO
+ * or TORCH_ZIP) is parsed only whole, its directory being at its end: given
+ * whole in one buffer, it is parsed in place, any size; given in pieces with
+ * the size pledged, up to 32 MiB of it is buffered first (1 GiB before
+ * 2026-12-05); a larger one, or one of unknown size, is coded in generic
+ * mode (no format change: frames are read as before). After 0 or an error, the next call
  * starts a new frame with the same parameters and reference. Bytes of
  * out->dst past the final out->pos may have been written (a chunk is coded
  * there in place): they hold no meaning. */

@@ -41,6 +41,7 @@
 
 #include "lmc.h"
 #include "analyze.h"
+#include "zipsig.h"
 
 #define MAXW        8                    /* widest value (f64, i64, u64) */
 #define BLOCK_VALUES 65536u              /* the coder's block: 64 Ki values per byte group */
@@ -606,8 +607,10 @@ static int write_all(int fd, const void* buf, size_t n)
 }
 
 /* Feeds n bytes to a compression stream (end: finish the frame), adding the
- * output size to *total. Returns 0 or an lmc error code. */
-static size_t stream_feed(lmc_cctx* c, const void* src, size_t n, int end, uint8_t* obuf, uint64_t* total)
+ * output size to *total; after each call, after(arg, bytes of src coded)
+ * when given. Returns 0 or an lmc error code. */
+static size_t stream_feed(lmc_cctx* c, const void* src, size_t n, int end, uint8_t* obuf, uint64_t* total,
+                          void (*after)(void*, size_t), void* arg)
 {
     lmc_inbuf in = { src, n, 0 };
     unsigned stuck = 0;
@@ -617,6 +620,7 @@ static size_t stream_feed(lmc_cctx* c, const void* src, size_t n, int end, uint8
         size_t const r = lmc_compress_stream(c, &out, &in, end);
         if (lmc_is_error(r)) return r;
         *total += out.pos;
+        if (after) after(arg, in.pos);
         if (end ? r == 0 : in.pos == in.size) return 0;
         if (in.pos == before && out.pos == 0 && ++stuck > STUCK_LIMIT) return (size_t)-LMC_ERR_GENERIC;
     }
@@ -701,6 +705,20 @@ typedef struct {
     int ref_mapped;           /* ref is an mmap()ed file: see ref_drop */
 } fjob;
 
+/* A mapped input's pages, and the reference's, dropped behind the coder. */
+typedef struct { const fjob* j; const unsigned char* map; size_t dropped; uint64_t* ref_dropped; } zipfeed;
+
+static void zipfeed_after(void* arg, size_t pos)
+{
+    zipfeed* const z = (zipfeed*)arg;
+    size_t const page = (size_t)sysconf(_SC_PAGESIZE), upto = pos / page * page;
+    if (upto > z->dropped) {
+        madvise((void*)(z->map + z->dropped), upto - z->dropped, MADV_DONTNEED);
+        z->dropped = upto;
+    }
+    if (z->j->ref_mapped) ref_drop(z->j->ref, z->j->ref_size, pos, z->ref_dropped);
+}
+
 static void* fjob_run(void* arg)
 {
     fjob* j = (fjob*)arg;
@@ -719,37 +737,14 @@ static void* fjob_run(void* arg)
     }
     fd = open(j->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) { j->io_errno = errno; goto out; }
-    {
-        /* A zip (torch.save) has its directory at its end: given in windows,
-         * the library would stage the whole file to parse it (a 231 MB
-         * archive took 465 MiB of RSS), so it gets the file mapped whole and
-         * codes it in place, as `lmc` does; the pages it has passed are
-         * dropped from this process's memory as it goes. */
-        unsigned char m[4];
-        void* map = MAP_FAILED;
-        if (j->size >= 4 && j->size == (uint64_t)(size_t)j->size && read_at(fd, m, 4, 0) == 0
-            && m[0] == 'P' && m[1] == 'K' && m[2] == 3 && m[3] == 4)
-            map = mmap(NULL, (size_t)j->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (j->size >= 4 && j->size == (uint64_t)(size_t)j->size && fd_starts_zip(fd)) {
+        /* A zip (torch.save): mapped whole and coded in place, as `lmc`
+         * does; given in windows, the library would stage the whole file to
+         * reach its directory (a 231 MB archive took 465 MiB of RSS). */
+        void* const map = mmap(NULL, (size_t)j->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map != MAP_FAILED) {
-            size_t const page = (size_t)sysconf(_SC_PAGESIZE);
-            lmc_inbuf in = { map, (size_t)j->size, 0 };
-            size_t dropped_in = 0;
-            unsigned stuck = 0;
-            for (;;) {
-                lmc_outbuf ob = { obuf, OUT_BYTES, 0 };
-                size_t const before = in.pos;
-                size_t const r = lmc_compress_stream(c, &ob, &in, 1);
-                if (lmc_is_error(r)) { j->err = r; break; }
-                j->out += ob.pos;
-                size_t const upto = in.pos / page * page;
-                if (upto > dropped_in) {
-                    madvise((unsigned char*)map + dropped_in, upto - dropped_in, MADV_DONTNEED);
-                    dropped_in = upto;
-                }
-                if (j->ref_mapped) ref_drop(j->ref, j->ref_size, in.pos, &dropped);
-                if (r == 0) break;
-                if (in.pos == before && ob.pos == 0 && ++stuck > STUCK_LIMIT) { j->err = (size_t)-LMC_ERR_GENERIC; break; }
-            }
+            zipfeed z = { j, (const unsigned char*)map, 0, &dropped };
+            j->err = stream_feed(c, map, (size_t)j->size, 1, obuf, &j->out, zipfeed_after, &z);
             munmap(map, (size_t)j->size);
             goto out;
         }
@@ -758,7 +753,7 @@ static void* fjob_run(void* arg)
         size_t const n = (size_t)(j->size - off < WINDOW_BYTES ? j->size - off : WINDOW_BYTES);
         if (n && read_at(fd, buf, n, off) != 0) { j->io_errno = errno; goto out; }
         off += n;
-        size_t const r = stream_feed(c, buf, n, off >= j->size, obuf, &j->out);
+        size_t const r = stream_feed(c, buf, n, off >= j->size, obuf, &j->out, NULL, NULL);
         if (lmc_is_error(r)) { j->err = r; goto out; }
         if (j->ref_mapped) ref_drop(j->ref, j->ref_size, off, &dropped);
         if (off >= j->size) break;
@@ -1063,7 +1058,7 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
                         r = lmc_compress(tc, obuf, obuf_cap, buf, n);
                         if (!lmc_is_error(r)) st->lmc_bytes += r;
                     } else {
-                        r = stream_feed(tc, buf, n, pos + n >= g->len, obuf, &st->lmc_bytes);
+                        r = stream_feed(tc, buf, n, pos + n >= g->len, obuf, &st->lmc_bytes, NULL, NULL);
                     }
                     if (lmc_is_error(r)) { aerr("%s: lmc: %s", path, lmc_error_name(r)); goto out; }
                 }

@@ -33,6 +33,7 @@
 #include "dir_cmd.h"
 #include "prefetch.h"
 #include "cpuplace.h"
+#include "zipsig.h"
 
 #ifndef PATH_MAX
 #  define PATH_MAX 4096
@@ -1158,8 +1159,8 @@ static int run_compress(job_t* j)
 /* Decodes one frame from j->infd. Returns 0, or -1 after printing an error. */
 static int run_decompress(job_t* j)
 {
-    g_ref_released_at = 0;   /* progress starts again (a directory's files, --rm's check) */
     int done = 0;
+    g_ref_released_at = 0;   /* progress starts again (a directory's files, --rm's check) */
     if (j->map) return run_decompress_mapped(j);
     for (;;) {
         ssize_t n = read_full(j->infd, g_inbuf, g_in_size);
@@ -1464,16 +1465,14 @@ static int verify_output(const char* out_name, int fd, uint64_t frame_size,
  * delta -T2 97 -> 118). */
 #define READ_INSTEAD_MIN ((uint64_t)8 << 20)
 #define READ_INSTEAD_MIN_ALL_CORES ((uint64_t)32 << 20)
-/* Whether a regular file to compress is a zip (a torch.save archive, read
- * with --format=auto or torch): its layout is in the central directory at
- * the end, so the library parses it in place from a mapping, where read
- * windows would make it stage the whole file first (a 231 MB archive
- * peaked at 463 MiB against a reference, 2026-12-05). */
+/* Whether a regular file to compress, read from its start, is a zip to be
+ * coded as a torch.save archive (--format=auto or torch): mapped, however
+ * large, where read windows would make the library stage the whole file
+ * (a 231 MB archive peaked at 463 MiB against a reference, 2026-12-05). */
 static int input_is_zip(int fd)
 {
-    unsigned char m[4];
     if (g_opt.format != LMC_FORMAT_AUTO && g_opt.format != LMC_FORMAT_TORCH_ZIP) return 0;
-    return pread(fd, m, sizeof m, 0) == (ssize_t)sizeof m && m[0] == 'P' && m[1] == 'K' && m[2] == 3 && m[3] == 4;
+    return lseek(fd, 0, SEEK_CUR) == 0 && fd_starts_zip(fd);
 }
 
 static int read_input_instead(int decomp, uint64_t size)
@@ -1608,7 +1607,7 @@ static int process_file(const char* name)
     /* a zip is mapped from stdin too, when that is a regular file read from its start */
     if (S_ISREG(ist.st_mode) && ist.st_size > 0 && (uint64_t)ist.st_size <= (uint64_t)SIZE_MAX
         && ((!in_stdin && !read_input_instead(decomp, (uint64_t)ist.st_size))
-            || (!decomp && (!in_stdin || lseek(infd, 0, SEEK_CUR) == 0) && input_is_zip(infd)))) {
+            || (!decomp && input_is_zip(infd)))) {
         /* a failed map is not an error: read() still works */
         void* m = mmap(NULL, (size_t)ist.st_size, PROT_READ, MAP_PRIVATE, infd, 0);
         if (m != MAP_FAILED) {
