@@ -1034,6 +1034,20 @@ static size_t encode_frame(lmc_store* s, lmc_manifest* m, const cbuf* src,
     in.src = size ? src->p : k_empty;
     in.size = size;
     in.pos = 0;
+    /* The header alone first (no room for output: the call returns once the
+     * container is parsed), then its pages dropped. A torch zip's local
+     * headers lie at each tensor's start, and on a file system that caches
+     * in large folios one read there maps the whole folio, up to 2 MiB, in
+     * the content and in the reference alike: those pages stayed until the
+     * chunks came to them, and `store rm` of an 84 MB zip of 8 tensors at
+     * -T2 peaked at 76 MiB, over the 68 MiB bound. */
+    out.dst = s->iobuf;
+    out.size = 0;
+    out.pos = 0;
+    r = lmc_compress_stream(s->cctx, &out, &in, 1);
+    if (LMC_IS_ERR(r)) { seterr(s, r, "compression failed: %s", lmc_error_name(r)); goto written; }
+    cbuf_drop(src, 0, size);
+    if (ref) cbuf_drop(ref, 0, ref->n);
     for (;;) {
         out.dst = s->iobuf;
         out.size = s->iobuf_size;
@@ -1048,6 +1062,7 @@ static size_t encode_frame(lmc_store* s, lmc_manifest* m, const cbuf* src,
         if (ref && hashed - ref_mark >= WINDOW) { cbuf_drop(ref, 0, ref->n); ref_mark = hashed; }
         if (r == 0) break;
     }
+written:
     if (!LMC_IS_ERR(r) && s->fsync_on && fsync(fd) != 0) r = io_err(s, "cannot write", tmp);
     if (close(fd) != 0 && !LMC_IS_ERR(r)) r = io_err(s, "cannot write", tmp);
     if (!LMC_IS_ERR(r)) {
