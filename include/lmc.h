@@ -41,6 +41,10 @@ extern "C" {
 /* Version of the frame format written by this library (doc/format.md). */
 #define LMC_FORMAT_VERSION 6   /* this lmc writes 6 and reads 1 to 6 */
 
+/* The most worker threads a context takes (LMC_P_THREADS, LMC_D_THREADS,
+ * LMC_STORE_P_THREADS); a caller that defaults to one per core caps there. */
+#define LMC_THREADS_MAX 256
+
 LMC_API unsigned lmc_version_number(void);
 LMC_API const char* lmc_version_string(void);
 
@@ -152,7 +156,7 @@ LMC_API void      lmc_cctx_free(lmc_cctx* cctx);
 typedef enum {
     LMC_P_FORMAT       = 1, /* lmc_format; default AUTO */
     LMC_P_DTYPE        = 2, /* lmc_dtype for LMC_FORMAT_RAW; default BYTES */
-    LMC_P_THREADS      = 3, /* worker threads, >= 1; default 1. Output is identical for every value. */
+    LMC_P_THREADS      = 3, /* worker threads, 1 to LMC_THREADS_MAX; default 1. Output is identical for every value. */
     LMC_P_CHUNK_LOG    = 4, /* log2 of the nominal chunk size, 20..26; default 20 (1 MiB). Where the
                                content size is known (lmc_compress, or LMC_P_CONTENT_SIZE) and holds 2 to
                                63 such chunks, it is cut into equal chunks of up to twice that size, as
@@ -246,7 +250,7 @@ LMC_API lmc_dctx* lmc_dctx_create(void);
 LMC_API void      lmc_dctx_free(lmc_dctx* dctx);
 
 typedef enum {
-    LMC_D_THREADS = 1,   /* worker threads, >= 1; default 1 */
+    LMC_D_THREADS = 1,   /* worker threads, 1 to LMC_THREADS_MAX; default 1 */
     LMC_D_MAX_CHUNK_LOG = 2, /* refuse frames whose chunks exceed 2^value bytes; default 26 */
     LMC_D_REF_CHECK_LAST = 3 /* streaming, 0 (default) or 1: a reference set without its hash is checked
                                 for size at the header, and hashed between chunk jobs and checked when
@@ -425,7 +429,8 @@ LMC_API size_t lmc_store_open(lmc_store** s, const char* dir);
 LMC_API void   lmc_store_close(lmc_store* s);   /* accepts NULL */
 
 typedef enum {
-    LMC_STORE_P_THREADS = 1, /* worker threads for coding, >= 1; default 1. Frames are identical for every value. */
+    LMC_STORE_P_THREADS = 1, /* worker threads for coding, 1 to LMC_THREADS_MAX; default 1. Frames are identical
+                                for every value. */
     LMC_STORE_P_CACHE   = 2, /* 1 (default): keep the latest content of each chain in DIR/cache so that
                                 adding a delta does not decode its parent chain; 0: no cache */
     LMC_STORE_P_FSYNC   = 3  /* 1 (default): fsync frames, manifest and directories; 0: skip (tests only) */

@@ -2178,7 +2178,7 @@ int lmc_cmd_analyze(int argc, char** argv)
             const char* t = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
             char* end = NULL;
             long x = t ? strtol(t, &end, 10) : -1;
-            if (!t || *end || x < 1 || x > 256) usage_error("-T needs a thread count from 1 to 256");
+            if (!t || *end || x < 1 || x > LMC_THREADS_MAX) usage_error("-T needs a thread count from 1 to %d", LMC_THREADS_MAX);
             o.threads = (int)x;
         }
         else usage_error("unknown option '%s'", a);

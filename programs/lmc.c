@@ -198,7 +198,8 @@ static void usage(FILE* f)
 "      --rm              remove input files after success (compression output\n"
 "                        is verified by decoding it first); ignored with -c\n"
 "  -f, --force           overwrite existing outputs, allow terminal I/O\n"
-"  -T N, --threads=N     worker threads (default: online cores; 0 = all cores);\n"
+"  -T N, --threads=N     worker threads, 1 to 256 (default and 0: online cores,\n"
+"                        at most 256);\n"
 "                        with -b, a list such as 1,2 runs the counts side by\n"
 "                        side (alternated) and prints their speed ratios\n"
 "      --format=F        input format: auto (default), safetensors, torch, raw,\n"
@@ -2012,7 +2013,7 @@ static int dir_input(const char* dir)
 static int online_cores(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n >= 1 ? (int)(n > 1024 ? 1024 : n) : 1;
+    return n >= 1 ? (int)(n > LMC_THREADS_MAX ? LMC_THREADS_MAX : n) : 1;
 }
 
 /* N, or for -b a list N,M,... (at most 8) run side by side */
@@ -2026,6 +2027,8 @@ static void set_threads(const char* v)
     for (char* t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         long x;
         if (parse_int(t, &x) != 0) usage_error("invalid thread count '%s'", v);
+        if (x < 0 || x > LMC_THREADS_MAX)
+            usage_error("thread count %s out of range: 0 (every core) or 1 to %d", t, LMC_THREADS_MAX);
         if (n == 8) usage_error("at most 8 thread counts in '%s'", v);
         g_opt.bench_threads[n++] = x == 0 ? online_cores() : (int)x;
     }

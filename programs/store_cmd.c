@@ -45,7 +45,8 @@ static void store_usage(FILE* f)
 "       lmc store verify DIR                     decode everything, check every hash\n"
 "       lmc store rm DIR STEP                    remove a step (dependants re-encoded)\n"
 "       lmc store prune DIR --keep-last N        keep only the last N steps\n"
-"Options: -T N threads (default: online cores), -v verbose, -q quiet,\n"
+"Options: -T N threads, 1 to 256 (default and 0: online cores, at most 256),\n"
+"         -v verbose, -q quiet,\n"
 "         --no-cache (add: do not keep the latest content of each chain in DIR/cache)\n"
 "A snapshot is a delta against the previous one of the same file; every K-th\n"
 "(default %d) is a keyframe, so a restore decodes at most K frames.\n",
@@ -373,7 +374,7 @@ int lmc_cmd_store(int argc, char** argv)
     int need;
     long nc = sysconf(_SC_NPROCESSORS_ONLN);
     memset(&o, 0, sizeof o);
-    o.threads = nc >= 1 ? (int)(nc > 1024 ? 1024 : nc) : 1;
+    o.threads = nc >= 1 ? (int)(nc > LMC_THREADS_MAX ? LMC_THREADS_MAX : nc) : 1;
     o.cache = 1;
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         store_usage(argc < 2 ? stderr : stdout);
@@ -407,7 +408,12 @@ int lmc_cmd_store(int argc, char** argv)
         else if ((!strcmp(a, "-T") && i + 1 < argc && (v = argv[++i])) || (!strncmp(a, "-T", 2) && a[2] && (v = a + 2))
                  || OPTVAL("--threads")) {
             int64_t t;
-            if (parse_i64(v, &t) != 0 || t > 1024) return bad_usage("invalid thread count", v);
+            if (parse_i64(v, &t) != 0) return bad_usage("invalid thread count", v);
+            if (t < 0 || t > LMC_THREADS_MAX) {
+                char m[96];
+                snprintf(m, sizeof m, "thread count out of range (0: every core, or 1 to %d):", LMC_THREADS_MAX);
+                return bad_usage(m, v);
+            }
             if (t > 0) o.threads = (int)t;
         }
         else if (a[0] == '-' && a[1]) return bad_usage("unknown option", a);

@@ -538,6 +538,17 @@ check "unknown --format: exit 1" test $? -eq 1
 check "unknown --dtype: exit 1" test $? -eq 1
 "$LMC" -T x rand 2>/dev/null
 check "bad -T: exit 1" test $? -eq 1
+# the library takes 1 to 256 threads: more is a usage error here, not a
+# coding failure (and the default, a thread per core, stops at 256)
+for bad in 257 100000; do
+    out=$("$LMC" -q -f -T "$bad" -c rand 2>&1 >/dev/null); rc=$?
+    check "-T $bad: usage error naming the range" eval '[ $rc -eq 1 ] && echo "$out" | grep -q "thread count $bad out of range: 0 (every core) or 1 to 256"'
+done
+"$LMC" -q -T 256 -c rand > t256.lmc && "$LMC" -q -d -T 256 -c t256.lmc > t256.out
+check "-T 256: round trip, the same frame as -T1" eval 'same t256.out rand && "$LMC" -q -T1 -c rand | cmp -s - t256.lmc'
+rm -f t256.lmc t256.out
+out=$("$LMC" -q -f -T -1 -c rand 2>&1 >/dev/null); rc=$?
+check "-T -1: usage error" eval '[ $rc -eq 1 ] && echo "$out" | grep -q "invalid thread count"'
 
 # ---------------------------------------------------------------- help/version/options
 "$LMC" -h > help.txt; rc=$?

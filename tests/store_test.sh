@@ -28,6 +28,11 @@ done
 [ $all_ok = 1 ] && ok "add 6 trajectory steps (directories of 3 files)" || bad "add 6 trajectory steps"
 check_fails "add an existing step refused" "$LMC" store add "$S" "$TRAJ/step-000550" --step 550 -q
 check "verify" "$LMC" store verify "$S"
+# a thread count the coders do not take is a usage error before any work
+# (up to 1024 were accepted, and every add failed at the coder)
+out=$("$LMC" store verify "$S" -T 257 2>&1); rc=$?
+check "-T 257: usage error naming the range" eval '[ $rc -eq 1 ] && echo "$out" | grep -q "thread count out of range (0: every core, or 1 to 256): 257"'
+check "-T 256: verify" "$LMC" store verify "$S" -T 256 -q
 restore_all() {  # store, list of steps -> compares with the trajectory
     local st=$1; shift; local s d ok_=1
     for s in "$@"; do

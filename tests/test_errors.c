@@ -349,7 +349,8 @@ static void test_params(void** state)
     lmc_dctx* const d = lmc_dctx_create();
     struct { lmc_cparam p; long long v; } const bad[] = {
         { LMC_P_FORMAT, -1 }, { LMC_P_FORMAT, 5 }, { LMC_P_FORMAT, 100 }, { LMC_P_DTYPE, -1 }, { LMC_P_DTYPE, LMC_DTYPE_COUNT },
-        { LMC_P_THREADS, 0 }, { LMC_P_THREADS, -3 }, { LMC_P_THREADS, 100000 }, { LMC_P_CHUNK_LOG, 19 }, { LMC_P_CHUNK_LOG, 27 },
+        { LMC_P_THREADS, 0 }, { LMC_P_THREADS, -3 }, { LMC_P_THREADS, LMC_THREADS_MAX + 1 }, { LMC_P_THREADS, 100000 },
+        { LMC_P_CHUNK_LOG, 19 }, { LMC_P_CHUNK_LOG, 27 },
         { LMC_P_LAYOUT, -1 }, { LMC_P_LAYOUT, 3 }, { LMC_P_CONTENT_SIZE, -2 }, { LMC_P_CODERS, 256 }, { (lmc_cparam)0, 1 },
         { (lmc_cparam)99, 1 },
     };
@@ -358,6 +359,9 @@ static void test_params(void** state)
     assert_int_equal(lmc_cctx_set_param(c, LMC_P_CHUNK_LOG, 21), 0);
     assert_err(lmc_cctx_set_param(NULL, LMC_P_THREADS, 1), LMC_ERR_PARAM);
     assert_err(lmc_dctx_set_param(d, LMC_D_THREADS, 0), LMC_ERR_PARAM);
+    assert_err(lmc_dctx_set_param(d, LMC_D_THREADS, LMC_THREADS_MAX + 1), LMC_ERR_PARAM);
+    assert_int_equal(lmc_cctx_set_param(c, LMC_P_THREADS, LMC_THREADS_MAX), 0);
+    assert_int_equal(lmc_dctx_set_param(d, LMC_D_THREADS, LMC_THREADS_MAX), 0);
     assert_err(lmc_dctx_set_param(d, LMC_D_MAX_CHUNK_LOG, 19), LMC_ERR_PARAM);
     assert_err(lmc_dctx_set_param(d, LMC_D_MAX_CHUNK_LOG, 27), LMC_ERR_PARAM);
     assert_err(lmc_dctx_set_param(d, (lmc_dparam)7, 1), LMC_ERR_PARAM);

@@ -94,6 +94,12 @@ static void test_add_restore(void** state)
     assert_int_equal(lmc_get_error(lmc_store_init(d)), LMC_ERR_EXISTS);
     assert_int_equal(lmc_store_open(&s, d), 0);
     lmc_store_set_param(s, LMC_STORE_P_FSYNC, 0);
+    /* as many threads as the coders take, no more (1024 were accepted,
+     * and every add then failed at the coder's set_param) */
+    assert_int_equal(lmc_get_error(lmc_store_set_param(s, LMC_STORE_P_THREADS, LMC_THREADS_MAX + 1)), LMC_ERR_PARAM);
+    assert_int_equal(lmc_get_error(lmc_store_set_param(s, LMC_STORE_P_THREADS, 0)), LMC_ERR_PARAM);
+    assert_int_equal(lmc_store_set_param(s, LMC_STORE_P_THREADS, LMC_THREADS_MAX), 0);
+    assert_int_equal(lmc_store_set_param(s, LMC_STORE_P_THREADS, 1), 0);
     assert_int_equal(lmc_store_last_step(s), -1);
     for (int k = 0; k < NSTEPS; k++) {
         size_t r = lmc_store_add_buffer(s, g_snap[k], SZ, -1, 4, "w");

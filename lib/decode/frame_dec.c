@@ -167,7 +167,7 @@ size_t lmc_dctx_set_param(lmc_dctx* d, lmc_dparam p, long long v)
     LMC_RETURN_IF(!d, PARAM);
     switch (p) {
     case LMC_D_THREADS:
-        LMC_RETURN_IF(v < 1 || v > 256, PARAM);
+        LMC_RETURN_IF(v < 1 || v > LMC_THREADS_MAX, PARAM);
         d->threads = (unsigned)v; return 0;
     case LMC_D_REF_CHECK_LAST:
         LMC_RETURN_IF(v < 0 || v > 1, PARAM);

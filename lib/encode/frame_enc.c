@@ -151,7 +151,7 @@ size_t lmc_cctx_set_param(lmc_cctx* c, lmc_cparam p, long long v)
         LMC_RETURN_IF(v < 0 || v >= LMC_DTYPE_COUNT, PARAM);
         c->dtype = (lmc_dtype)v; return 0;
     case LMC_P_THREADS:
-        LMC_RETURN_IF(v < 1 || v > 256, PARAM);
+        LMC_RETURN_IF(v < 1 || v > LMC_THREADS_MAX, PARAM);
         c->threads = (unsigned)v; return 0;
     case LMC_P_CHUNK_LOG:
         LMC_RETURN_IF(v < LMC_CHUNK_LOG_MIN || v > LMC_CHUNK_LOG_MAX, PARAM);

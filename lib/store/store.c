@@ -599,7 +599,7 @@ size_t lmc_store_set_param(lmc_store* s, lmc_store_param p, long long value)
     if (!s) return LMC_ERR(PARAM);
     switch (p) {
     case LMC_STORE_P_THREADS:
-        if (value < 1 || value > 1024) return LMC_ERR(PARAM);
+        if (value < 1 || value > LMC_THREADS_MAX) return LMC_ERR(PARAM);
         s->threads = (int)value;
         return 0;
     case LMC_STORE_P_CACHE:

@@ -163,13 +163,14 @@ class _Ctx(object):
 
 def resolve_threads(threads):
     """Worker threads for a context: None or 0 means every core this process
-    may run on (as the CLI's default and its -T0); frames are the same for
-    every count."""
+    may run on (as the CLI's default and its -T0), at most the library's
+    THREADS_MAX; frames are the same for every count."""
     if threads is None or int(threads) == 0:
         try:
-            return max(1, len(os.sched_getaffinity(0)))
+            n = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
-            return max(1, os.cpu_count() or 1)
+            n = os.cpu_count() or 1
+        return max(1, min(n, _lib.THREADS_MAX))
     return int(threads)
 
 

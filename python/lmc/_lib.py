@@ -31,6 +31,7 @@ c_longlong = ctypes.c_longlong
 FRAME_HEADER_SIZE = 40     # LMC_FRAME_HEADER_SIZE
 CODER_COUNT = 8            # LMC_CODER_COUNT
 DTYPE_COUNT = 16           # LMC_DTYPE_COUNT
+THREADS_MAX = 256          # LMC_THREADS_MAX
 
 
 # ---------------------------------------------------------------------------

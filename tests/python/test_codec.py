@@ -95,6 +95,13 @@ class TestBytes(unittest.TestCase):
         self.assertEqual(frame, lmc.compress(data, threads=1))
         with self.assertRaises(lmc.LmcError):
             lmc.compress(data, threads=-1)
+        with self.assertRaises(lmc.LmcError):
+            lmc.compress(data, threads=_lib.THREADS_MAX + 1)
+        # more cores than a context takes: the default is the most it takes
+        # (one per core was refused, and every call failed)
+        with mock.patch.object(_codec.os, "sched_getaffinity", lambda pid: set(range(300))):
+            self.assertEqual(_codec.resolve_threads(None), _lib.THREADS_MAX)
+            self.assertEqual(lmc.decompress(lmc.compress(data)), data)
 
     def test_raw_dtype(self):
         data = _floats(20000, 5)
