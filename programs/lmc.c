@@ -1360,6 +1360,20 @@ static int ref_useless(const job_t* j)
     return 0;
 }
 
+/* After a delta: where no piece was coded against the reference (a -r of
+ * another kind of file, or of unrelated bytes), the frame is no smaller
+ * than a keyframe and still needs the reference to decode, which the user
+ * should know. (Its header, written first, says delta before the chunks
+ * decide.) */
+static void ref_unused_warning(const char* in_name)
+{
+    lmc_frame_stats st;
+    if (g_opt.quiet || lmc_is_error(lmc_cctx_last_stats(g_cctx, &st))) return;
+    if (st.header.has_ref && st.content_size && !st.pieces_xor && !st.pieces_refmodel)
+        fprintf(stderr, "%s: warning: %s: no part of it was coded against the reference %s, yet decoding needs "
+                "it: compressed without -r, it would not\n", g_prog, in_name, g_opt.ref_name);
+}
+
 /* After give_cctx_ref put a placeholder: the reference's hash into the
  * header of the frame in `fd`, and the header's checksum (format.md: H32
  * of its first 36 bytes). 0, or -1 after a message. */
@@ -1645,6 +1659,7 @@ static int process_file(const char* name)
     }
     secs = now_sec() - t0;
     progress_clear(&prog);
+    if (!decomp && mode != MODE_TEST) ref_unused_warning(in_disp);
 
     /* finish the output */
     if (use_tmp) {

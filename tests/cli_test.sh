@@ -478,6 +478,18 @@ check "torch zip, -r with no matching storage: a warning naming the reference" \
 check "torch zip, -r with no matching storage: coded as a keyframe" eval '"$LMC" -l tzw.lmc | grep -q "reference *none"'
 "$LMC" -q -f -d tzw.lmc -o tzw.out
 check "torch zip, -r with no matching storage: decodes without -r" same tzw.out "$TZ/step3.pt"
+# a reference that no part of the input was coded against (unrelated
+# bytes): the frame still needs it to decode, and the command says so
+head -c 200000 /dev/urandom > unrel
+out=$("$LMC" -f -r unrel raw.bf16 -o unrel.lmc 2>&1); rc=$?
+check "-r of unrelated bytes: a warning that the reference went unused" \
+    eval '[ $rc -eq 0 ] && echo "$out" | grep -q "warning: raw.bf16: no part of it was coded against the reference unrel, yet decoding needs it"'
+check "-r of unrelated bytes: still a delta frame" eval '"$LMC" -l unrel.lmc | grep -q "reference *200000 bytes"'
+out=$("$LMC" -q -f -r unrel raw.bf16 -o unrel.lmc 2>&1)
+check "-r of unrelated bytes, -q: no warning" test -z "$out"
+out=$("$LMC" -f -r model.safetensors model2.safetensors -o unrel2.lmc 2>&1)
+check "a delta that uses its reference: no such warning" eval '! echo "$out" | grep -q "no part of it"'
+rm -f unrel unrel.lmc unrel2.lmc
 # To a file, compression starts before the reference's hash is known and
 # writes it into the header at the end; to stdout it waits for it: the same
 # frame either way, and --rm's check decodes the patched file.
