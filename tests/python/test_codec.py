@@ -251,6 +251,26 @@ class TestWriteBehind(unittest.TestCase):
                 _codec.drive_decompress(d, _codec.buf_reader(fb), lambda a, n: None, write_behind=True)
         self.assertEqual(threading.active_count(), before)
 
+    def test_staging_holds_only_what_is_written(self):
+        """Output staging is sized for a run's worst case (up to 16 MiB, both
+        buffers with a writer thread): its pages come in only where output is
+        written, so that well-compressed output does not hold it all (it was
+        zeroed whole, and compress_file at 6 threads went over the memory
+        bound)."""
+        def rss_kib():
+            with open("/proc/self/status") as f:
+                return int([l.split()[1] for l in f if l.startswith("VmRSS:")][0])
+        for behind in (False, True):
+            before = rss_kib()
+            st = _codec._Staging(lambda a, n: None, behind, 64 << 20)
+            try:
+                self.assertLess(rss_kib() - before, 4096)
+                ctypes.memset(st.take(), 1, 1 << 20)   # a MiB of output
+                self.assertLess(rss_kib() - before, 4096 + 1024)
+                self.assertGreater(rss_kib() - before, 512)
+            finally:
+                st.close()
+
 
 class _CallLog(object):
     """Stands in for _codec's lib: records the input taken and output given
