@@ -1044,11 +1044,11 @@ static size_t encode_frame(lmc_store* s, lmc_manifest* m, const cbuf* src,
     in.pos = 0;
     /* The header alone first (no room for output: the call returns once the
      * container is parsed), then its pages dropped. A torch zip's local
-     * headers lie at each tensor's start, and on a file system that caches
-     * in large folios one read there maps the whole folio, up to 2 MiB, in
-     * the content and in the reference alike: those pages stayed until the
-     * chunks came to them, and `store rm` of an 84 MB zip of 8 tensors at
-     * -T2 peaked at 76 MiB, over the 68 MiB bound. */
+     * headers lie at each tensor's start, and reading one mapped up to 2 MiB
+     * there (kernel 6.18, most likely a large folio of the page cache mapped
+     * whole), in the content and in the reference alike: those pages stayed
+     * until the chunks came to them, and `store rm` of an 84 MB zip of 8
+     * tensors at -T2 peaked at 76 MiB, over the 68 MiB bound. */
     out.dst = s->iobuf;
     out.size = 0;
     out.pos = 0;
