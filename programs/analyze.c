@@ -682,8 +682,11 @@ static long long child_finish(child_t* c)
  * reference then costs a window, not its size, in memory: analysing a 200 MB
  * bf16 delta took 211 MB of RSS, and takes 39-42 MB. The whole-file frame and
  * the per-tensor frames, of which only the sizes are used, no longer hash
- * their references either. */
-#define REF_DROP ((uint64_t)16 << 20)
+ * their references either. Every 8 MiB, not 16: between two drops each
+ * reader maps its own pages back, the whole-file coder up to a 16 MiB run
+ * ahead, and at -T6 a 151 MB fp32 delta held 31 MiB of its reference (81-85
+ * MiB in all, over the 76 MiB bound). */
+#define REF_DROP ((uint64_t)8 << 20)
 static void ref_drop(const void* map, size_t size, uint64_t pos, uint64_t* last)
 {
     if (!map || !size || pos < *last + REF_DROP) return;
@@ -1013,7 +1016,10 @@ static int analyze_file(file_res* f, const char* path, const char* refpath, cons
     H = (hists*)xcalloc(1, sizeof *H);   /* tc must start at zero */
     tc = lmc_cctx_create();
     if (!tc) { aerr("out of memory"); goto out; }
-    lmc_cctx_set_param(tc, LMC_P_THREADS, o.threads);
+    /* a tensor is coded a window at a time, at most WINDOW_BYTES: 4 chunks
+     * of 1 MiB, so more threads than that would only hold workspaces
+     * (beside the whole-file coder's: -T6 went over the memory bound) */
+    lmc_cctx_set_param(tc, LMC_P_THREADS, o.threads < (int)(WINDOW_BYTES >> 20) ? o.threads : (int)(WINDOW_BYTES >> 20));
     lmc_cctx_set_param(tc, LMC_P_FORMAT, LMC_FORMAT_RAW);
 
     {

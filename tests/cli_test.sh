@@ -438,6 +438,22 @@ EOF2
     kib=$(peak_kib sh -c '"$1" analyze -T2 --ref big_ref.pt big_new.pt > big.analyze' sh "$LMC")
     check "analyze of a torch zip of 80 MiB: peak memory $kib KiB within 68 MiB" \
         eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 68 * 1024 )) ]'
+    # analyze of a safetensors delta of 9 tensors of 8 MiB at -T6: its two
+    # coders (the whole file's, a tensor's) and the reference pages each
+    # reader brought back between drops took it to 79 MiB, over 76
+    python3 - an_new.safetensors an_ref.safetensors <<'EOF2'
+import json, os, struct, sys
+n, k = 8 << 20, 9
+h = json.dumps({"w%d" % i: {"dtype": "F32", "shape": [n // 4], "data_offsets": [i * n, (i + 1) * n]} for i in range(k)}).encode()
+base = os.urandom(n * k); changed = bytearray(base); changed[::4096] = bytes(len(changed[::4096]))
+for path, data in ((sys.argv[1], bytes(changed)), (sys.argv[2], base)):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+EOF2
+    kib=$(peak_kib sh -c '"$1" analyze -T6 --ref an_ref.safetensors an_new.safetensors > an.analyze' sh "$LMC")
+    check "analyze of a safetensors delta of 72 MiB, -T6: peak memory $kib KiB within 76 MiB" \
+        eval '[ "$kib" -gt 0 ] && [ "$kib" -le $(( 76 * 1024 )) ]'
+    rm -f an_new.safetensors an_ref.safetensors an.analyze
     check "analyze of a torch zip of 80 MiB: the whole-file size is lmc's" \
         eval 'grep -q "whole file: .*lmc .*($(stat -c %s big.lmc) B" big.analyze'
     # --rm decodes the output against the reference before removing the
